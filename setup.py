@@ -1,0 +1,46 @@
+"""phm-fairseq: PHM (1/n-parameter) and quaternion layers and models as a fairseq plugin.
+
+fairseq itself is installed separately from the ``ve-fairseq`` wheel with ``--no-deps``
+(its metadata asks for torchaudio, which would replace a CPU torch by a CUDA build);
+``scripts/install.sh`` does that. Everything else the plugin needs at run time is declared here.
+"""
+
+from setuptools import find_packages, setup
+
+setup(
+    name="phm-fairseq",
+    version="0.1.0",
+    description="PHM and quaternion layers and models (Zhang et al., ICLR 2021) as a fairseq plugin",
+    long_description=open("README.md", encoding="utf-8").read(),
+    long_description_content_type="text/markdown",
+    license="MIT",
+    python_requires=">=3.11,<3.13",
+    packages=find_packages(include=["phm_fairseq", "phm_fairseq.*"]),
+    install_requires=[
+        "torch>=2.1",
+        # fairseq's own runtime needs (ve-fairseq is installed with --no-deps)
+        "bitarray",
+        "cffi",
+        "cython",
+        "hydra-core>=1.3.2",
+        "numpy>=1.21.3",
+        "omegaconf>=2.3",
+        "packaging",
+        "regex",
+        "sacrebleu>=2.0",
+        "scikit-learn",
+        "tqdm",
+        # text preparation and reports
+        "sacremoses",
+        "sentencepiece",
+        "subword-nmt",
+        "matplotlib",
+    ],
+    extras_require={"test": ["pytest"]},
+    entry_points={"console_scripts": ["phm-params = phm_fairseq.cli.params:main"]},
+    classifiers=[
+        "Programming Language :: Python :: 3.11",
+        "Programming Language :: Python :: 3.12",
+        "Topic :: Scientific/Engineering :: Artificial Intelligence",
+    ],
+)
