@@ -1,0 +1,1 @@
+"""criterions of the plugin, registered with fairseq on import."""

@@ -1,0 +1,1 @@
+"""models of the plugin, registered with fairseq on import."""

@@ -1,0 +1,58 @@
+"""Parameter counts with and without embeddings, against the same model with dense layers."""
+
+from dataclasses import asdict, dataclass
+
+from torch import nn
+
+from .phm_linear import PHMLinear
+
+
+@dataclass(frozen=True)
+class ParameterCount:
+    total: int
+    trainable: int
+    embeddings: int
+    dense_total: int
+    """The same model with every hypercomplex layer replaced by the nn.Linear it stands for."""
+
+    @property
+    def without_embeddings(self) -> int:
+        return self.total - self.embeddings
+
+    @property
+    def dense_without_embeddings(self) -> int:
+        return self.dense_total - self.embeddings
+
+    def as_dict(self) -> dict:
+        return {
+            **asdict(self),
+            "without_embeddings": self.without_embeddings,
+            "dense_without_embeddings": self.dense_without_embeddings,
+        }
+
+
+def is_embedding(name: str, module: nn.Module) -> bool:
+    # fairseq names the decoder's vocabulary projection "output_projection"; tied to the
+    # input embedding it is counted once (parameters are deduplicated by identity).
+    return isinstance(module, nn.Embedding) or name.split(".")[-1] == "output_projection"
+
+
+def count_parameters(model: nn.Module) -> ParameterCount:
+    params = {id(p): p for p in model.parameters()}
+    embeddings = {
+        id(p)
+        for name, module in model.named_modules()
+        if is_embedding(name, module)
+        for p in module.parameters()
+    }
+    hypercomplex = [m for m in model.modules() if isinstance(m, PHMLinear)]
+    compressed = {id(p) for m in hypercomplex for p in m.parameters(recurse=False)}
+    total = sum(p.numel() for p in params.values())
+    return ParameterCount(
+        total=total,
+        trainable=sum(p.numel() for p in params.values() if p.requires_grad),
+        embeddings=sum(params[i].numel() for i in embeddings),
+        dense_total=total
+        - sum(params[i].numel() for i in compressed)
+        + sum(m.dense_parameter_count for m in hypercomplex),
+    )

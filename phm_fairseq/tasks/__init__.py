@@ -1,0 +1,1 @@
+"""tasks of the plugin, registered with fairseq on import."""
