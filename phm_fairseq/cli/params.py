@@ -1,0 +1,58 @@
+"""phm-params: a fairseq model's parameters, with and without embeddings, against dense layers.
+
+    phm-params checkpoints/checkpoint_best.pt
+    phm-params data-bin/multi30k.en-de --task translation --arch phm_transformer_multi30k --phm-n 4
+
+The first form loads a trained model; the second builds one from fairseq-train arguments
+(the data directory supplies the dictionaries). The dense column is the same model with
+every PHM or quaternion layer replaced by the nn.Linear it stands for.
+"""
+
+import argparse
+import json
+import os
+import sys
+
+import phm_fairseq  # noqa: F401  (registers the plugin's models and tasks)
+from phm_fairseq.modules import count_parameters
+
+
+def build_model(fairseq_args):
+    from fairseq import checkpoint_utils, options, tasks
+
+    if len(fairseq_args) == 1 and os.path.isfile(fairseq_args[0]):
+        models, cfg, _ = checkpoint_utils.load_model_ensemble_and_task(fairseq_args)
+        return models[0], cfg.model._name
+    parser = options.get_training_parser()
+    args = options.parse_args_and_arch(parser, input_args=fairseq_args)
+    return tasks.setup_task(args).build_model(args), args.arch
+
+
+def format_table(arch, counts) -> str:
+    rows = [
+        ("all parameters", counts.total, counts.dense_total),
+        ("without embeddings", counts.without_embeddings, counts.dense_without_embeddings),
+        ("embeddings", counts.embeddings, counts.embeddings),
+    ]
+    lines = [f"{arch}", f"{'':<20}{'this model':>14}{'dense layers':>14}{'ratio':>8}"]
+    lines += [f"{name:<20}{ours:>14,}{dense:>14,}{ours / max(dense, 1):>7.3f}x" for name, ours, dense in rows]
+    lines.append(f"{'trainable':<20}{counts.trainable:>14,}")
+    return "\n".join(lines)
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(
+        prog="phm-params", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
+        usage="phm-params [--json] (CHECKPOINT.pt | DATA --task TASK --arch ARCH [fairseq-train options])",
+    )
+    parser.add_argument("--json", action="store_true", help="print the counts as JSON")
+    ours, fairseq_args = parser.parse_known_args(argv)
+    if not fairseq_args:
+        parser.error("give a checkpoint file, or fairseq-train arguments (data directory, --task, --arch)")
+    model, arch = build_model(fairseq_args)
+    counts = count_parameters(model)
+    print(json.dumps({"arch": arch, **counts.as_dict()}) if ours.json else format_table(arch, counts))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
