@@ -1,0 +1,73 @@
+"""Hypercomplex layers inside fairseq's MultiheadAttention."""
+
+import math
+
+import pytest
+import torch
+
+from phm_fairseq.models.attention import HypercomplexMultiheadAttention
+from phm_fairseq.modules import LinearSpec, PHMLinear
+
+SPECS = [LinearSpec("phm", n=4), LinearSpec("quaternion"), LinearSpec("phm", n=2, rule="algebra-init")]
+
+
+def attention(spec, fused_qkv, dim=32, heads=4, **kwargs):
+    torch.manual_seed(0)
+    return HypercomplexMultiheadAttention(dim, heads, linear=spec, fused_qkv=fused_qkv, self_attention=True, **kwargs)
+
+
+def manual_attention(mha, x):
+    """Scaled dot-product attention written out from the projections' weights."""
+    T, B, D = x.shape
+    h, hd = mha.num_heads, mha.head_dim
+    q, k, v = (torch.nn.functional.linear(x, p.weight, p.bias) for p in (mha.q_proj, mha.k_proj, mha.v_proj))
+    split = lambda t: t.reshape(T, B * h, hd).transpose(0, 1)  # noqa: E731
+    weights = torch.softmax(split(q) @ split(k).transpose(1, 2) / math.sqrt(hd), dim=-1)
+    out = (weights @ split(v)).transpose(0, 1).reshape(T, B, D)
+    return mha.out_proj(out)
+
+
+@pytest.mark.parametrize("spec", SPECS, ids=str)
+@pytest.mark.parametrize("fused_qkv", [False, True])
+def test_pytorch_kernel_path_and_incremental_path_agree_with_the_definition(spec, fused_qkv):
+    mha = attention(spec, fused_qkv)
+    x = torch.randn(5, 3, 32)
+    expected = manual_attention(mha, x)
+    kernel_out, _ = mha(x, x, x)  # F.multi_head_attention_forward with q_proj.weight etc.
+    torch.testing.assert_close(kernel_out, expected, rtol=1e-5, atol=1e-5)
+    # fairseq's own path (used for incremental decoding), step by step with a causal view
+    state = {}
+    steps = [mha(x[t : t + 1], x[t : t + 1], x[t : t + 1], incremental_state=state)[0] for t in range(5)]
+    causal = torch.triu(torch.full((5, 5), float("-inf")), 1)
+    full, _ = mha(x, x, x, attn_mask=causal)
+    torch.testing.assert_close(torch.cat(steps), full, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("fused_qkv", [False, True])
+def test_gradients_reach_every_hypercomplex_parameter(fused_qkv):
+    mha = attention(LinearSpec("phm", n=4), fused_qkv)
+    x = torch.randn(5, 3, 32)
+    mha(x, x, x)[0].pow(2).sum().backward()
+    for name, p in mha.named_parameters():
+        assert p.grad is not None and p.grad.abs().sum() > 0, name
+
+
+def test_fused_qkv_is_one_layer_of_three_times_the_width():
+    mha = attention(LinearSpec("phm", n=4), fused_qkv=True)
+    assert isinstance(mha.qkv_proj, PHMLinear) and mha.qkv_proj.out_features == 96
+    assert {name.split(".")[0] for name in mha.state_dict()} == {"qkv_proj", "out_proj"}
+    torch.testing.assert_close(mha.k_proj.weight, mha.qkv_proj.weight[32:64])
+    with pytest.raises(ValueError, match="fused_qkv needs self-attention"):
+        HypercomplexMultiheadAttention(32, 4, linear=LinearSpec("phm", n=4), fused_qkv=True, encoder_decoder_attention=True)
+
+
+def test_initialisation_follows_fairseqs_gains_and_survives_reset_parameters():
+    mha = attention(LinearSpec("phm", n=4), fused_qkv=False, dim=256)
+    xavier = lambda gain: 2 * gain**2 / (256 + 256)  # noqa: E731
+    for _ in range(2):  # as built, then after fairseq's reset_parameters
+        for proj, gain in ((mha.q_proj, 2**-0.5), (mha.k_proj, 2**-0.5), (mha.v_proj, 2**-0.5), (mha.out_proj, 1.0)):
+            assert 0.8 < proj.weight.var().item() / xavier(gain) < 1.2
+        assert torch.equal(mha.out_proj.bias, torch.zeros(256))
+        before = mha.q_proj.S.clone()
+        mha.reset_parameters()
+        assert not torch.equal(mha.q_proj.S, before)  # really re-initialised, not a lost write
