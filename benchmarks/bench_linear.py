@@ -1,0 +1,179 @@
+"""PHMLinear against nn.Linear: training step time, eval forward time and peak memory.
+
+    python benchmarks/bench_linear.py                       # fp32 on this CPU
+    python benchmarks/bench_linear.py --device cuda --dtype bfloat16
+
+Writes results/linear_<device>_<dtype>.{json,md,png}. Targets (issue 2): forward+backward
+<= 1.10x dense, eval forward <= 1.03x dense (H cached in eval mode).
+"""
+
+import argparse
+import subprocess
+import sys
+from pathlib import Path
+
+import torch
+from torch import nn
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import RESULTS, cuda_sync, default_threads, environment, interleaved_ratio, write_report  # noqa: E402
+
+from phm_fairseq.modules import PHMLinear  # noqa: E402
+
+SHAPES = [(512, 2048), (2048, 512)]
+NS = [2, 4, 8, 16]
+TRAIN_TARGET, EVAL_TARGET = 1.10, 1.03
+
+
+def make_layer(n: int, d: int, k: int, device: str, dtype: torch.dtype) -> nn.Module:
+    layer = nn.Linear(d, k) if n == 0 else PHMLinear(d, k, n)
+    return layer.to(device=device, dtype=dtype)
+
+
+def training_step(layer, x):
+    def step():
+        layer.zero_grad(set_to_none=True)
+        x.grad = None
+        layer(x).sum().backward()
+    return step
+
+
+def eval_forward(layer, x):
+    def forward():
+        with torch.inference_mode():
+            layer(x)
+    return forward
+
+
+def peak_memory_bytes(n, d, k, tokens, device, dtype) -> int:
+    """Peak memory of one training step above what the layer and its input hold."""
+    if device == "cuda":
+        layer = make_layer(n, d, k, device, dtype)
+        x = torch.randn(tokens, d, device=device, dtype=dtype, requires_grad=True)
+        training_step(layer, x)()  # allocator warm-up
+        layer.zero_grad(set_to_none=True)
+        x.grad = None
+        torch.cuda.synchronize()
+        base = torch.cuda.memory_allocated()
+        torch.cuda.reset_peak_memory_stats()
+        training_step(layer, x)()
+        torch.cuda.synchronize()
+        return torch.cuda.max_memory_allocated() - base
+    # On the CPU: a fresh process for each layer, its resident-set high-water mark.
+    out = subprocess.run(
+        [sys.executable, __file__, "--_peak-rss", str(n), str(d), str(k), str(tokens), str(dtype).split(".")[1]],
+        capture_output=True, text=True, check=True,
+    )
+    return int(out.stdout.split()[-1])
+
+
+def _peak_rss_child(n, d, k, tokens, dtype):
+    torch.manual_seed(0)
+    layer = make_layer(n, d, k, "cpu", getattr(torch, dtype))
+    x = torch.randn(tokens, d, dtype=getattr(torch, dtype), requires_grad=True)
+    # VmHWM belongs to this process's own address space (getrusage's maxrss would include
+    # the parent's at fork); writing 5 to clear_refs resets it to the current size.
+    Path("/proc/self/clear_refs").write_text("5")
+    base = _proc_status_bytes("VmRSS")
+    training_step(layer, x)()
+    print(_proc_status_bytes("VmHWM") - base)
+
+
+def _proc_status_bytes(field: str) -> int:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1]) * 1024
+    raise RuntimeError(f"{field} not in /proc/self/status: peak memory needs Linux")
+
+
+def plot(rows, path):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, len(SHAPES), figsize=(5 * len(SHAPES), 3.6), sharey=True)
+    for ax, (d, k) in zip(axes, SHAPES):
+        sel = [r for r in rows if (r["in"], r["out"]) == (d, k)]
+        xs = range(len(sel))
+        w = 0.27
+        ax.bar([i - w for i in xs], [r["train_ratio"] for r in sel], w, label="forward+backward")
+        ax.bar(list(xs), [r["eval_ratio"] for r in sel], w, label="eval forward")
+        ax.bar([i + w for i in xs], [r["memory_ratio"] for r in sel], w, label="peak memory")
+        ax.axhline(1.0, color="black", lw=0.8)
+        ax.axhline(TRAIN_TARGET, color="C0", ls="--", lw=0.8)
+        ax.set_xticks(list(xs), [f"n={r['n']}" for r in sel])
+        ax.set_title(f"PHMLinear {d}->{k} / nn.Linear")
+    axes[0].set_ylabel("ratio to dense (lower is better)")
+    axes[0].legend(loc="lower left", fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
+    parser.add_argument("--dtype", default=None, help="float32 (CPU default) or bfloat16 (CUDA default)")
+    parser.add_argument("--tokens", type=int, default=4096)
+    parser.add_argument("--rounds", type=int, default=15, help="alternating timing rounds")
+    parser.add_argument("--_peak-rss", nargs=5, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args._peak_rss:
+        n, d, k, tokens, dtype = args._peak_rss
+        return _peak_rss_child(int(n), int(d), int(k), int(tokens), dtype)
+
+    dtype_name = args.dtype or ("bfloat16" if args.device == "cuda" else "float32")
+    dtype = getattr(torch, dtype_name)
+    default_threads()
+    sync = cuda_sync if args.device == "cuda" else (lambda: None)
+    iters = 20 if args.device == "cuda" else 3
+    torch.manual_seed(0)
+    rows = []
+    for d, k in SHAPES:
+        x = torch.randn(args.tokens, d, device=args.device, dtype=dtype, requires_grad=True)
+        dense = make_layer(0, d, k, args.device, dtype)
+        dense_memory = peak_memory_bytes(0, d, k, args.tokens, args.device, dtype)
+        for n in NS:
+            phm = make_layer(n, d, k, args.device, dtype)
+            train_s, dense_train_s, train_ratio = interleaved_ratio(
+                training_step(phm, x), training_step(dense, x), iters, args.rounds, sync)
+            phm.eval(), dense.eval()
+            eval_s, dense_eval_s, eval_ratio = interleaved_ratio(
+                eval_forward(phm, x), eval_forward(dense, x), iters, args.rounds, sync)
+            phm.train(), dense.train()
+            memory = peak_memory_bytes(n, d, k, args.tokens, args.device, dtype)
+            row = {
+                "in": d, "out": k, "n": n, "tokens": args.tokens,
+                "params": sum(p.numel() for p in phm.parameters()),
+                "dense_params": sum(p.numel() for p in dense.parameters()),
+                "train_ms": 1e3 * train_s, "dense_train_ms": 1e3 * dense_train_s, "train_ratio": train_ratio,
+                "eval_ms": 1e3 * eval_s, "dense_eval_ms": 1e3 * dense_eval_s, "eval_ratio": eval_ratio,
+                "peak_mib": memory / 2**20, "dense_peak_mib": dense_memory / 2**20,
+                "memory_ratio": memory / dense_memory,
+            }
+            row["meets_targets"] = train_ratio <= TRAIN_TARGET and eval_ratio <= EVAL_TARGET
+            rows.append(row)
+            print(f"{d:>5}->{k:<5} n={n:<3} fwd+bwd {train_ratio:.3f}x  eval {eval_ratio:.3f}x  "
+                  f"memory {row['memory_ratio']:.3f}x", flush=True)
+
+    name = f"linear_{args.device}_{dtype_name}"
+    env = environment(args.device)
+    columns = [("in", "in"), ("out", "out"), ("n", "n"), ("params", "params"),
+               ("dense_train_ms", "dense fwd+bwd ms"), ("train_ms", "PHM fwd+bwd ms"),
+               ("train_ratio", "fwd+bwd ratio"), ("dense_eval_ms", "dense eval ms"),
+               ("eval_ms", "PHM eval ms"), ("eval_ratio", "eval ratio"),
+               ("memory_ratio", "peak memory ratio"), ("meets_targets", "meets targets")]
+    notes = (
+        f"{args.tokens} tokens, {dtype_name}; ratios are medians over {args.rounds} rounds that "
+        f"alternate PHM and dense ({iters} steps a round). Targets: forward+backward <= "
+        f"{TRAIN_TARGET}x, eval forward <= {EVAL_TARGET}x (H cached). Peak memory: "
+        + ("torch.cuda.max_memory_allocated above the layer and input." if args.device == "cuda" else
+           "resident-set high-water mark (VmHWM) of one training step in a fresh process, above the layer and input.")
+    )
+    report = write_report(name, f"PHMLinear vs nn.Linear ({args.device}, {dtype_name})", env, columns, rows, notes)
+    plot(rows, RESULTS / f"{name}.png")
+    print(f"wrote {report} (+ .json, .png)")
+
+
+if __name__ == "__main__":
+    main()
