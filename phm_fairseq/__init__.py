@@ -14,4 +14,4 @@ try:
 except ImportError:  # layers only: nothing to register with
     pass
 else:
-    from . import criterions, models, tasks  # noqa: F401  (register with fairseq)
+    from . import checkpoints, criterions, models, tasks  # noqa: F401  (register with fairseq)
