@@ -1,1 +1,3 @@
-"""models of the plugin, registered with fairseq on import."""
+"""The plugin's fairseq models (registered on import)."""
+
+from . import transformer  # noqa: F401
