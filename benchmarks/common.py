@@ -1,18 +1,15 @@
 """What every benchmark shares: timing, the machine's description, JSON + Markdown reports."""
 
-import datetime
 import json
 import logging
 import os
-import platform
-import shlex
 import statistics
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import torch
+
+from phm_fairseq.provenance import environment  # noqa: F401  (re-exported for the benchmarks)
 
 RESULTS = Path(__file__).resolve().parent / "results"
 
@@ -39,48 +36,6 @@ def interleaved_ratio(fn, baseline, iters: int, rounds: int, sync=lambda: None):
         base_times.append(pair[1])
         ratios.append(pair[0] / pair[1])
     return statistics.median(fn_times), statistics.median(base_times), statistics.median(ratios)
-
-
-def _cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
-
-
-def _git_commit() -> str:
-    try:
-        out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                             cwd=Path(__file__).parent, check=True)
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"],
-                               capture_output=True, text=True, cwd=Path(__file__).parent).stdout
-        return out.stdout.strip() + ("+uncommitted" if dirty.strip() else "")
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
-
-
-def environment(device: str) -> dict:
-    try:
-        import fairseq
-        fairseq_version = fairseq.__version__
-    except ImportError:
-        fairseq_version = None
-    import phm_fairseq
-
-    return {
-        "date": datetime.datetime.now().isoformat(timespec="seconds"),
-        "command": " ".join(shlex.quote(a) for a in [Path(sys.executable).name, *sys.argv]),
-        "git_commit": _git_commit(),
-        "python": platform.python_version(),
-        "torch": torch.__version__,
-        "fairseq": fairseq_version,
-        "phm_fairseq": phm_fairseq.__version__,
-        "device": torch.cuda.get_device_name() if device == "cuda" else _cpu_model(),
-        "threads": torch.get_num_threads(),
-    }
 
 
 def write_report(name: str, title: str, env: dict, columns: list, rows: list, notes: str = "") -> Path:

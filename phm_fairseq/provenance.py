@@ -1,0 +1,62 @@
+"""Where a figure comes from: the machine, the versions and the code, stored next to results."""
+
+import datetime
+import os
+import platform
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import torch
+
+PACKAGE_ROOT = Path(__file__).resolve().parent.parent
+
+
+def _cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def git_commit() -> str:
+    """The checkout's commit, marked +uncommitted when tracked files differ from it."""
+    try:
+        run = lambda *args: subprocess.run(["git", *args], capture_output=True, text=True,  # noqa: E731
+                                           cwd=PACKAGE_ROOT, check=True).stdout.strip()
+        commit = run("rev-parse", "--short", "HEAD")
+        return commit + ("+uncommitted" if run("status", "--porcelain", "--untracked-files=no") else "")
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+
+def invocation() -> str:
+    """This process's command line, as one would type it again."""
+    script = sys.argv[0]
+    head = ["python", os.path.relpath(script)] if script.endswith(".py") else [Path(script).name]
+    return shlex.join(head + sys.argv[1:])
+
+
+def environment(device: str = "cpu", command=None) -> dict:
+    try:
+        import fairseq
+        fairseq_version = fairseq.__version__
+    except ImportError:
+        fairseq_version = None
+    from . import __version__
+
+    return {
+        "date": datetime.datetime.now().isoformat(timespec="seconds"),
+        "command": command or invocation(),
+        "git_commit": git_commit(),
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "fairseq": fairseq_version,
+        "phm_fairseq": __version__,
+        "device": torch.cuda.get_device_name() if device == "cuda" else _cpu_model(),
+        "threads": torch.get_num_threads(),
+    }
