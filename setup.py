@@ -35,9 +35,16 @@ setup(
         "sentencepiece",
         "subword-nmt",
         "matplotlib",
+        "pyyaml",
     ],
     extras_require={"test": ["pytest"]},
-    entry_points={"console_scripts": ["phm-params = phm_fairseq.cli.params:main"]},
+    entry_points={
+        "console_scripts": [
+            "phm-params = phm_fairseq.cli.params:main",
+            "phm-run = phm_fairseq.cli.run:main",
+            "phm-collect = phm_fairseq.cli.collect:main",
+        ]
+    },
     classifiers=[
         "Programming Language :: Python :: 3.11",
         "Programming Language :: Python :: 3.12",
