@@ -19,3 +19,57 @@ def shared_data() -> Path:
             pytest.fail(message)
         pytest.skip(message)
     return path
+
+
+def console(name: str) -> str:
+    """A console command of the interpreter running the tests (fairseq-train, phm-run, ...)."""
+    import sys
+
+    beside = Path(sys.executable).parent / name
+    return str(beside) if beside.exists() else name
+
+
+def run_command(*args, check=True, timeout=600):
+    """Runs a command; on failure shows its output, which is what explains the failure."""
+    import subprocess
+
+    result = subprocess.run([str(a) for a in args], capture_output=True, text=True, timeout=timeout)
+    if check and result.returncode:
+        raise AssertionError(f"{' '.join(map(str, args))} failed ({result.returncode}):\n{result.stdout[-3000:]}\n{result.stderr[-5000:]}")
+    return result
+
+
+@pytest.fixture(scope="session")
+def copy_task(tmp_path_factory) -> Path:
+    """A synthetic copy task (random digit strings), binarized with a joined dictionary."""
+    import random
+
+    root = tmp_path_factory.mktemp("copy_task")
+    rng = random.Random(0)
+    sizes = {"train": 3000, "valid": 100, "test": 64}
+    for split, size in sizes.items():
+        lines = [" ".join(rng.choice("0123456789abcdef") for _ in range(rng.randint(3, 8))) for _ in range(size)]
+        for lang in ("src", "tgt"):
+            (root / f"{split}.{lang}").write_text("\n".join(lines) + "\n")
+    run_command(console("fairseq-preprocess"), "--source-lang", "src", "--target-lang", "tgt",
+                "--trainpref", root / "train", "--validpref", root / "valid", "--testpref", root / "test",
+                "--destdir", root / "bin", "--joined-dictionary", "--workers", "1")
+    return root / "bin"
+
+
+@pytest.fixture(scope="session")
+def multi30k_slice(tmp_path_factory) -> Path:
+    """The first 2,000 training pairs of the bundled Multi30k en-de, word-level (no BPE)."""
+    import gzip
+
+    root = tmp_path_factory.mktemp("multi30k")
+    sources = {"train": ("train", 2000), "valid": ("val", 100), "test": ("test_2016_flickr", 50)}
+    for split, (name, size) in sources.items():
+        for lang in ("en", "de"):
+            with gzip.open(REPO / "data" / "multi30k" / f"{name}.{lang}.gz", "rt", encoding="utf-8") as f:
+                lines = [line.lower().replace(".", " .").replace(",", " ,") for line in f.read().splitlines()[:size]]
+            (root / f"{split}.{lang}").write_text("\n".join(lines) + "\n")
+    run_command(console("fairseq-preprocess"), "--source-lang", "en", "--target-lang", "de",
+                "--trainpref", root / "train", "--validpref", root / "valid", "--testpref", root / "test",
+                "--destdir", root / "bin", "--joined-dictionary", "--thresholdsrc", "2", "--workers", "1")
+    return root / "bin"
