@@ -13,10 +13,11 @@
 #   CLEAN_MAX_LEN, CLEAN_RATIO   the training-pair filter (see clean_train)
 #   ABOUT         the corpus, its official files and their layout, for --help
 #   sources()     prints the official URLs of the chosen pair, one a line
-#   extract()     fills the train/valid/test splits with add_pair, holdout and copy_split
+#   extract()     fills the train/valid/test splits with add_pair and the helpers around it
 # Inside both functions SRC/TGT are the chosen direction and L1/L2, PAIR=L1-L2 the corpus's
 # own order (the one its file names use).
 
+# shellcheck disable=SC2153 # DATASET, PAIRS, ABOUT, sources and extract come from the dataset script
 set -euo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # The scripts call the tools by name; a checkout's own environment (make install) is used
@@ -28,7 +29,8 @@ export PYTHONUTF8=1
 PYTHON=${PYTHON:-python3}
 textops() { "$PYTHON" "$HERE/textops.py" "$@"; }
 
-BPE_SIZE=10000 LOWERCASE=0 PRETOKENIZED=0 CLEAN_MAX_LEN=250 CLEAN_RATIO=
+# defaults for what a dataset script leaves unset
+: "${BPE_SIZE:=10000}" "${LOWERCASE:=0}" "${PRETOKENIZED:=0}" "${CLEAN_MAX_LEN:=250}" "${CLEAN_RATIO:=}"
 SPLITS=(train valid test)
 NOTES=()
 
@@ -36,7 +38,7 @@ say() { printf '%s\n' "$*"; }
 die() { printf '%s: error: %s\n' "${NAME:-${0##*/}}" "$*" >&2; exit 1; }
 warn() { printf '%s: warning: %s\n' "$NAME" "$*" >&2; NOTES+=("$*"); }
 step() { STEP=$1; printf '\n==> %s [%s] %s\n' "$NAME" "$1" "$2"; }
-value() { [ $# -ge 2 ] && [ -n "$2" ] || die "option $1 needs a value"; printf '%s' "$2"; }
+value() { if [ $# -lt 2 ] || [ -z "$2" ]; then die "option $1 needs a value"; fi; printf '%s' "$2"; }
 count() { wc -l < "$1" | tr -d ' '; }
 
 usage() {
@@ -68,7 +70,7 @@ EOF
 }
 
 parse_args() {
-  SRC= TGT= SRC_DIR= OUT= BPE=subword_nmt WORKERS=$(nproc) DOWNLOAD_DIR= KEEP_TMP=0 FORCE=0
+  SRC='' TGT='' SRC_DIR='' OUT='' DOWNLOAD_DIR='' BPE=subword_nmt WORKERS=$(nproc) KEEP_TMP=0 FORCE=0
   while (($#)); do
     case $1 in
       -s | --source-lang) SRC=$(value "$@"); shift 2 ;;
@@ -111,12 +113,17 @@ resolve_pair() {
     pair=
   done
   [ -n "$pair" ] || die "unsupported language pair ${SRC:-?}-${TGT:-?} for $DATASET: supported pairs are ${all%, }"
+  # shellcheck disable=SC2034 # for the dataset script's sources() and extract()
   L1=$a L2=$b PAIR=$pair
 }
 
 # --- 1. the official files ------------------------------------------------------------------
 # Downloads land in DOWNLOAD_DIR under their own name only once complete and checked; with
-# --src-dir the files there are checked instead. Archives are unpacked into TMP/orig.
+# --src-dir the files there are checked instead. Each archive is unpacked into
+# TMP/orig/ARCHIVE_NAME/, so that messages can name the archive a file came from.
+declare -A ARCHIVES=() # archive name -> its path
+
+is_archive() { case $1 in *.gz | *.tgz | *.zip) return 0 ;; *) return 1 ;; esac; }
 
 archive_error() { # FILE NAME: prints why FILE is not a complete file of NAME's kind
   case $2 in
@@ -126,12 +133,21 @@ archive_error() { # FILE NAME: prints why FILE is not a complete file of NAME's 
   esac
 }
 
-unpack() { # FILE NAME
+unpack() { # FILE NAME: an archive's files go to TMP/orig/NAME/; other files are read in place
+  local dir=$ORIG/$2
+  is_archive "$2" || return 0
+  ARCHIVES[$2]=$1
+  mkdir -p "$dir"
   case $2 in
-    *.tgz | *.tar.gz) tar -xzf "$1" -C "$ORIG" ;;
-    *.gz) gzip -dc "$1" > "$ORIG/${2%.gz}" ;;
-    *.zip) textops unzip "$1" "$ORIG" ;;
+    *.tgz | *.tar.gz) tar -xzf "$1" -C "$dir" ;;
+    *.gz) gzip -dc "$1" > "$dir/${2%.gz}" ;;
+    *.zip) textops unzip "$1" "$dir" ;;
   esac
+}
+
+describe() { # PATH: an input file as the user knows it, ARCHIVE:MEMBER for an unpacked one
+  local member=${1#"$ORIG/"}
+  if [ "$member" = "$1" ]; then printf '%s' "$1"; else printf '%s' "${ARCHIVES[${member%%/*}]}:${member#*/}"; fi
 }
 
 download() { # URL FILE
@@ -156,9 +172,9 @@ download() { # URL FILE
 }
 
 fetch_sources() {
-  local url name file error
-  mkdir -p "$ORIG"
-  for url in $(sources); do
+  local urls url name file error
+  urls=$(sources)
+  for url in $urls; do
     name=${url##*/}
     if [ -z "$SRC_DIR" ]; then
       file=$DOWNLOAD_DIR/$name
@@ -166,7 +182,7 @@ fetch_sources() {
     else
       file=$(find "$SRC_DIR" -name "$name" -type f -print -quit)
       if [ -z "$file" ]; then
-        say "    $name: not in $SRC_DIR, its extracted files are expected there"
+        say "    $name: not in $SRC_DIR$(is_archive "$name" && echo ", looking for its extracted files there")"
         continue
       fi
       error=$(archive_error "$file" "$name") ||
@@ -195,7 +211,8 @@ input_path() {
     die "missing input file ${1//|/ or }: not in $INPUT_DIR nor in an archive there. The official files: $(sources | tr '\n' ' ')"
 }
 
-read_plain() { case $1 in *.gz) gzip -dc "$1" ;; *) cat "$1" ;; esac }
+# Carriage returns go: the Python tools would split lines at them and break the alignment.
+read_plain() { case $1 in *.gz) gzip -dc "$1" ;; *) cat "$1" ;; esac | tr -d '\r'; }
 # IWSLT .xml and WMT .sgm: one <seg> a line, read the way sacrebleu reads them.
 read_segs() { read_plain "$1" | sed -n -E 's#^\s*<seg[^>]*>\s*(.*\S)?\s*</seg>\s*$#\1#p'; }
 # IWSLT train.tags: the talks' text between tag lines of metadata. Titles and descriptions are
@@ -215,7 +232,7 @@ add_pair() {
   "read_$format" "$tgt_file" "$TGT" > "$TMP/part.$TGT"
   n_src=$(count "$TMP/part.$SRC") n_tgt=$(count "$TMP/part.$TGT")
   [ "$n_src" = "$n_tgt" ] ||
-    die "misaligned $split data: $src_file has $n_src lines but $tgt_file has $n_tgt ($format format); both sides need one line per sentence pair"
+    die "misaligned $split data: $(describe "$src_file") has $n_src lines but $(describe "$tgt_file") has $n_tgt ($format format); both sides need one line per sentence pair"
   say "    $split += ${src_file##*/} / ${tgt_file##*/}: $n_src lines"
   cat "$TMP/part.$SRC" >> "$TMP/raw.$split.$SRC"
   cat "$TMP/part.$TGT" >> "$TMP/raw.$split.$TGT"
@@ -233,6 +250,21 @@ holdout() {
   done
   say "    $1 = 1 in $2 training pairs: $(count "$TMP/raw.$1.$SRC") lines"
 }
+
+# Corpora of one file per split and language, NAME.LANG[SUFFIX] (Multi30k, Stanford's IWSLT'15,
+# Shakespeare): SPLIT_FILES="train=NAME valid=NAME test=NAME" names them.
+split_file_urls() { # BASE_URL [SUFFIX]
+  local item lang
+  for item in $SPLIT_FILES; do for lang in "$SRC" "$TGT"; do echo "$1/${item#*=}.$lang${2:-}"; done; done
+}
+
+add_split_files() { # FORMAT [SUFFIX]
+  local item
+  for item in $SPLIT_FILES; do add_pair "${item%%=*}" "$1" "${item#*=}.$SRC${2:-}" "${item#*=}.$TGT${2:-}"; done
+}
+
+# add_wmt SPLIT SET: a WMT news test set in its SGML files (newstest2016-enro-src.en.sgm, ...).
+add_wmt() { add_pair "$1" segs "$2-$SRC$TGT-src.$SRC.sgm" "$2-$SRC$TGT-ref.$TGT.sgm"; }
 
 copy_split() { # FROM TO
   cp "$TMP/raw.$1.$SRC" "$TMP/raw.$2.$SRC"
@@ -253,15 +285,28 @@ show_counts() { # PREFIX
 
 lowercase() { textops lower < "$TMP/raw.$1.$2" > "$TMP/lower" && mv "$TMP/lower" "$TMP/raw.$1.$2"; }
 
+tokenizer() { # what tokenize does, in words
+  if ((PRETOKENIZED)); then echo "none: the corpus comes tokenized"
+  elif [ "$BPE" = sentencepiece ]; then echo "none: sentencepiece reads the raw text"
+  else echo "sacremoses -l LANG tokenize -a"
+  fi
+}
+
 # sacremoses as fairseq's --tokenizer moses does it (aggressive dash splits, which the
 # detokenizer undoes at generation); its CLI always XML-escapes, like Moses' tokenizer.perl,
-# and fairseq's detokenizer unescapes.
-tokenize() {
+# and fairseq's detokenizer unescapes. One call per language for all splits: on small
+# corpora the tool's start-up costs more than the work.
+tokenize() { # LANG
+  local lang=$1 split n_train n_valid
   if ((PRETOKENIZED)) || [ "$BPE" = sentencepiece ]; then
-    cp "$TMP/raw.$1.$2" "$TMP/tok.$1.$2"
-  else
-    sacremoses $QUIET -l "$2" -j "$WORKERS" tokenize -a < "$TMP/raw.$1.$2" > "$TMP/tok.$1.$2"
+    for split in "${SPLITS[@]}"; do cp "$TMP/raw.$split.$lang" "$TMP/tok.$split.$lang"; done
+    return
   fi
+  n_train=$(count "$TMP/raw.train.$lang") n_valid=$(count "$TMP/raw.valid.$lang")
+  cat "$TMP/raw.train.$lang" "$TMP/raw.valid.$lang" "$TMP/raw.test.$lang" |
+    sacremoses "${QUIET[@]}" -l "$lang" -j "$WORKERS" tokenize -a |
+    awk -v a="$n_train" -v b="$((n_train + n_valid))" -v out="$TMP/tok" -v lang="$lang" '
+      { print > (out "." (NR <= a ? "train" : NR <= b ? "valid" : "test") "." lang) }'
 }
 
 # Training pairs only: valid and test stay whole, aligned with their raw references.
@@ -293,6 +338,20 @@ apply_bpe() {
   fi
 }
 
+# Every step keeps one line per sentence pair: the sides of train agree, and valid and test
+# still match their raw references line for line.
+check_aligned() {
+  local lang split
+  for lang in "$SRC" "$TGT"; do
+    for split in valid test; do
+      [ "$(count "$TMP/bpe.$split.$lang")" = "$(count "$TMP/raw.$split.$lang")" ] ||
+        die "$split.$lang lost its alignment with its raw references (line counts differ): please report this"
+    done
+  done
+  [ "$(count "$TMP/bpe.train.$SRC")" = "$(count "$TMP/bpe.train.$TGT")" ] ||
+    die "the two sides of train lost their alignment (line counts differ): please report this"
+}
+
 binarize() {
   fairseq-preprocess --source-lang "$SRC" --target-lang "$TGT" --joined-dictionary \
     --trainpref "$TMP/bpe.train" --validpref "$TMP/bpe.valid" --testpref "$TMP/bpe.test" \
@@ -314,11 +373,7 @@ generate_args() {
 }
 
 write_manifest() {
-  local split url note tokenizer fields=()
-  if ((PRETOKENIZED)); then tokenizer="none: the corpus comes tokenized"
-  elif [ "$BPE" = sentencepiece ]; then tokenizer="none: sentencepiece reads the raw text"
-  else tokenizer="sacremoses -l LANG tokenize -a"
-  fi
+  local split url note fields=()
   for split in "${SPLITS[@]}"; do fields+=("splits.$split=$(count "$TMP/bpe.$split.$SRC")"); done
   if [ -n "$SRC_DIR" ]; then fields+=("source.dir=$SRC_DIR"); else
     for url in $(sources); do fields+=("source.urls[]=$url"); done
@@ -330,7 +385,7 @@ write_manifest() {
     "clean.max_len=$CLEAN_MAX_LEN" "clean.ratio=${CLEAN_RATIO:-null}" \
     "bpe.kind=$BPE" "bpe.size=$BPE_SIZE" \
     "bpe.file=$([ "$BPE" = subword_nmt ] && echo bpe.codes || echo spm.model)" \
-    "lowercase=$(((LOWERCASE)) && echo true || echo false)" "tokenizer=$tokenizer" \
+    "lowercase=$( ((LOWERCASE)) && echo true || echo false)" "tokenizer=$(tokenizer)" \
     "raw_references=raw/{valid,test}.{$SRC,$TGT}" "generate_args=$(generate_args)" \
     "command=$COMMAND" "cwd=$PWD" "seconds=$SECONDS" "created=$(date -u +%FT%TZ)" "${CONFIG[@]}"
 }
@@ -369,7 +424,8 @@ prepare() {
   case ${OUT##*/} in . | .. | '') die "--out must name the output folder itself, not '$OUT'" ;; esac
   DOWNLOAD_DIR=${DOWNLOAD_DIR:-work/downloads/$DATASET}
   INPUT_DIR=${SRC_DIR:-$DOWNLOAD_DIR}
-  QUIET=$([ -t 2 ] || echo -q)
+  QUIET=() # the tools' progress bars only on a terminal
+  [ -t 2 ] || QUIET=(-q)
   local tool
   for tool in sacremoses subword-nmt fairseq-preprocess "$PYTHON" $([ -n "$SRC_DIR" ] || echo curl); do
     command -v "$tool" > /dev/null ||
@@ -391,7 +447,7 @@ prepare() {
   STAGE=$OUT.partial TMP=$OUT.partial/tmp
   ORIG=$TMP/orig
   rm -rf "$STAGE"
-  mkdir -p "$TMP"
+  mkdir -p "$ORIG"
   OUT_ABS=$(cd "$(dirname "$OUT")" && pwd)/${OUT##*/}
   trap on_exit EXIT
   say "$NAME: $SRC -> $TGT into $OUT ($BPE $BPE_SIZE, $( ((LOWERCASE)) && echo lowercased || echo cased), from ${SRC_DIR:-the official URLs})"
@@ -407,9 +463,9 @@ prepare() {
   ((LOWERCASE)) && each lowercase
   show_counts raw
   TRAIN_EXTRACTED=$(count "$TMP/raw.train.$SRC")
-  step 3/7 "tokenize$( ((PRETOKENIZED)) && echo ': skipped, the corpus comes tokenized' ||
-    { [ "$BPE" = sentencepiece ] && echo ': skipped, sentencepiece reads raw text' || echo ' (sacremoses)'; })"
-  each tokenize
+  step 3/7 "tokenize: $(tokenizer)"
+  tokenize "$SRC"
+  tokenize "$TGT"
   step 4/7 "clean training pairs"
   clean_train
   step 5/7 "learn joint BPE ($BPE, size $BPE_SIZE)"
@@ -417,6 +473,7 @@ prepare() {
   step 6/7 "apply BPE and binarize (fairseq-preprocess --joined-dictionary)"
   each apply_bpe
   show_counts bpe
+  check_aligned
   binarize
   step 7/7 "raw references and prep.json"
   finish

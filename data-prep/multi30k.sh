@@ -9,17 +9,8 @@ ABOUT="Multi30k task 1 (Elliott et al. 2016), github.com/multi30k/dataset data/t
 The project bundles the English-German files: --src-dir data/multi30k works offline."
 source "$(dirname "$0")/lib.sh"
 
-sources() {
-  local split lang
-  for split in train val test_2016_flickr; do
-    for lang in "$SRC" "$TGT"; do echo "$BASE/$split.$lang.gz"; done
-  done
-}
-
-extract() {
-  add_pair train plain "train.$SRC" "train.$TGT"
-  add_pair valid plain "val.$SRC" "val.$TGT"
-  add_pair test plain "test_2016_flickr.$SRC" "test_2016_flickr.$TGT"
-}
+SPLIT_FILES="train=train valid=val test=test_2016_flickr"
+sources() { split_file_urls "$BASE" .gz; }
+extract() { add_split_files plain; }
 
 prepare "$@"
