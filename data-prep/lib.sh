@@ -362,13 +362,15 @@ binarize() {
 
 # --- 7. the output contract ------------------------------------------------------------------
 
+# fairseq-generate's options for detokenized output. The languages are given because
+# fairseq's moses tokenizer takes them from the task and fails on a null one.
 generate_args() {
-  local args=
-  ((PRETOKENIZED)) || [ "$BPE" = sentencepiece ] || args="--tokenizer moses "
+  local args="--source-lang $SRC --target-lang $TGT"
+  ((PRETOKENIZED)) || [ "$BPE" = sentencepiece ] || args+=" --tokenizer moses"
   if [ "$BPE" = subword_nmt ]; then
-    printf '%s' "$args--bpe subword_nmt --bpe-codes $OUT_ABS/bpe.codes"
+    printf '%s' "$args --bpe subword_nmt --bpe-codes $OUT_ABS/bpe.codes"
   else
-    printf '%s' "--bpe sentencepiece --sentencepiece-model $OUT_ABS/spm.model"
+    printf '%s' "$args --bpe sentencepiece --sentencepiece-model $OUT_ABS/spm.model"
   fi
 }
 

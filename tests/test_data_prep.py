@@ -128,6 +128,7 @@ def check_output(out, src, tgt, counts, lowercase=False, tokenized=True):
     bpe = prep["bpe"]["kind"]
     assert (out / prep["bpe"]["file"]).is_file()
     assert str(out.resolve() / prep["bpe"]["file"]) in prep["generate_args"]
+    assert prep["generate_args"].startswith(f"--source-lang {src} --target-lang {tgt} ")
     assert ("--tokenizer moses" in prep["generate_args"]) == (tokenized and bpe == "subword_nmt")
     assert prep["command"] and prep["versions"]["sacremoses"] and prep["versions"]["subword-nmt"]
     assert not (out / "tmp").exists() and not Path(f"{out}.partial").exists()
