@@ -43,9 +43,10 @@ def fails(script, *args, cwd):
 
 
 def read_lines(path):
+    """The lines of a text file, split at "\n" only, as the scripts' tools split them."""
     opener = gzip.open if str(path).endswith(".gz") else open
-    with opener(path, "rt", encoding="utf-8") as f:
-        return f.read().splitlines()
+    with opener(path, "rt", encoding="utf-8", newline="") as f:
+        return f.read().split("\n")[:-1]
 
 
 @pytest.fixture(scope="module")
@@ -420,7 +421,7 @@ def test_truncated_archive(script, archive, pairs, tmp_path):
     assert f"{path} is truncated or corrupt" in error and "get a fresh copy from http" in error
 
 
-def test_truncated_or_failed_download_leaves_no_file(pairs, tmp_path):
+def test_truncated_or_failed_download_leaves_no_file(tmp_path):
     """The download step itself, on file:// URLs (curl reads them like any other)."""
     good = tmp_path / "good.tgz"
     tgz(good, {"a.txt": ["x"]})
