@@ -47,6 +47,9 @@ Usage: data-prep/${0##*/} [options]
 
 $ABOUT
 
+Official files for $SRC-$TGT:
+$(sources | sed 's/^/  /')
+
 Output: OUT/ with fairseq-preprocess's files for train/valid/test (--joined-dictionary),
 bpe.codes or spm.model, raw/{valid,test}.{SRC,TGT} (the untokenized references) and
 prep.json (written last: a folder without it is not finished).
@@ -85,7 +88,7 @@ parse_args() {
       --cased) LOWERCASE=0; shift ;;
       --keep-tmp) KEEP_TMP=1; shift ;;
       --force) FORCE=1; shift ;;
-      -h | --help) usage; exit 0 ;;
+      -h | --help) resolve_pair; usage; exit 0 ;;
       *) die "unknown option '$1' (see --help)" ;;
     esac
   done
