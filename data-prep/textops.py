@@ -15,6 +15,7 @@ sentencepiece ships no spm_train/spm_encode executables, only this Python API.
 import argparse
 import json
 import sys
+import zipfile
 from importlib import metadata
 from pathlib import Path
 
@@ -23,17 +24,17 @@ def clean(args):
     """Drop training pairs with an empty side, a side over --max-len tokens or, with --ratio,
     a token-length ratio above it: the rules of Moses' clean-corpus-n.perl (min length 1)."""
     kept = dropped = 0
-    with open(args.src, encoding="utf-8") as fs, open(args.tgt, encoding="utf-8") as ft, \
-            open(args.out_src, "w", encoding="utf-8") as os_, \
-            open(args.out_tgt, "w", encoding="utf-8") as ot:
-        for s, t in zip(fs, ft, strict=True):
+    with open(args.src, encoding="utf-8") as src, open(args.tgt, encoding="utf-8") as tgt, \
+            open(args.out_src, "w", encoding="utf-8") as out_src, \
+            open(args.out_tgt, "w", encoding="utf-8") as out_tgt:
+        for s, t in zip(src, tgt, strict=True):
             ns, nt = len(s.split()), len(t.split())
             if (min(ns, nt) == 0 or max(ns, nt) > args.max_len
                     or (args.ratio and max(ns / nt, nt / ns) > args.ratio)):
                 dropped += 1
                 continue
-            os_.write(s)
-            ot.write(t)
+            out_src.write(s)
+            out_tgt.write(t)
             kept += 1
     print(f"    kept {kept} pairs, dropped {dropped} (empty side, > {args.max_len} tokens"
           + (f" or length ratio > {args.ratio}" if args.ratio else "") + ")")
@@ -42,8 +43,6 @@ def clean(args):
 def unzip(args):
     """Check every member's CRC, then extract (python -m zipfile -t reports corrupt members
     but still exits 0)."""
-    import zipfile
-
     try:
         with zipfile.ZipFile(args.file) as archive:
             bad = archive.testzip()
