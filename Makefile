@@ -6,14 +6,18 @@ PY := $(VENV)/bin/python
 
 .PHONY: demo test bench install clean
 
+# Multi30k en-de (bundled): prepare, train PHM-Transformer n=4 and its dense twin, translate
+# the test set (beam 5, lenpen 0.6), score with sacrebleu, then the table and plot.
 demo: install
-	$(PY) benchmarks/bench_linear.py
+	$(VENV)/bin/phm-run configs/demo
+	$(VENV)/bin/phm-collect work/runs/demo --out work/reports/demo
 
 test: install
 	$(PY) -m pytest
 
 bench: install
 	$(PY) benchmarks/bench_linear.py
+	$(PY) benchmarks/bench_translation.py
 
 install: $(VENV)/.installed
 

@@ -8,7 +8,6 @@ Writes results/linear_<device>_<dtype>.{json,md,png}. Targets (issue 2): forward
 """
 
 import argparse
-import subprocess
 import sys
 from pathlib import Path
 
@@ -16,7 +15,9 @@ import torch
 from torch import nn
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import RESULTS, cuda_sync, default_threads, environment, interleaved_ratio, write_report  # noqa: E402
+from common import (  # noqa: E402
+    RESULTS, cuda_sync, default_threads, environment, fresh_process, interleaved_ratio, peak_rss_during, write_report,
+)
 
 from phm_fairseq.modules import PHMLinear  # noqa: E402
 
@@ -59,31 +60,15 @@ def peak_memory_bytes(n, d, k, tokens, device, dtype) -> int:
         training_step(layer, x)()
         torch.cuda.synchronize()
         return torch.cuda.max_memory_allocated() - base
-    # On the CPU: a fresh process for each layer, its resident-set high-water mark.
-    out = subprocess.run(
-        [sys.executable, __file__, "--_peak-rss", str(n), str(d), str(k), str(tokens), str(dtype).split(".")[1]],
-        capture_output=True, text=True, check=True,
-    )
-    return int(out.stdout.split()[-1])
+    # On the CPU: a fresh process for each layer
+    return int(fresh_process(__file__, "--_peak-rss", n, d, k, tokens, str(dtype).split(".")[1]))
 
 
 def _peak_rss_child(n, d, k, tokens, dtype):
     torch.manual_seed(0)
     layer = make_layer(n, d, k, "cpu", getattr(torch, dtype))
     x = torch.randn(tokens, d, dtype=getattr(torch, dtype), requires_grad=True)
-    # VmHWM belongs to this process's own address space (getrusage's maxrss would include
-    # the parent's at fork); writing 5 to clear_refs resets it to the current size.
-    Path("/proc/self/clear_refs").write_text("5")
-    base = _proc_status_bytes("VmRSS")
-    training_step(layer, x)()
-    print(_proc_status_bytes("VmHWM") - base)
-
-
-def _proc_status_bytes(field: str) -> int:
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith(field + ":"):
-            return int(line.split()[1]) * 1024
-    raise RuntimeError(f"{field} not in /proc/self/status: peak memory needs Linux")
+    print(peak_rss_during(training_step(layer, x)))
 
 
 def plot(rows, path):

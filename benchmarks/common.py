@@ -4,6 +4,8 @@ import json
 import logging
 import os
 import statistics
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -60,6 +62,31 @@ def write_report(name: str, title: str, env: dict, columns: list, rows: list, no
     path = RESULTS / f"{name}.md"
     path.write_text("\n".join(lines))
     return path
+
+
+def peak_rss_during(fn) -> int:
+    """Bytes of resident memory that ``fn`` adds at its peak (Linux): VmHWM belongs to this
+    process's own address space, and writing 5 to clear_refs resets it to the current size.
+    Run it in a fresh process (``fresh_process``), where no earlier peak or allocator cache hides it."""
+    Path("/proc/self/clear_refs").write_text("5")
+    base = _proc_status_bytes("VmRSS")
+    fn()
+    return _proc_status_bytes("VmHWM") - base
+
+
+def _proc_status_bytes(field: str) -> int:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1]) * 1024
+    raise RuntimeError(f"{field} not in /proc/self/status: peak memory needs Linux")
+
+
+def fresh_process(script, *args) -> str:
+    """The last line that ``python script args...`` prints."""
+    out = subprocess.run([sys.executable, str(script), *map(str, args)], capture_output=True, text=True)
+    if out.returncode:
+        raise RuntimeError(f"{script} {' '.join(map(str, args))} failed:\n{out.stderr[-3000:]}")
+    return out.stdout.strip().splitlines()[-1]
 
 
 def cuda_sync():

@@ -1,7 +1,10 @@
 """The translation models through fairseq's own entry points: small real runs, then generation."""
 
 import copy
+import json
+import os
 import re
+import subprocess
 
 import pytest
 import torch
@@ -135,3 +138,131 @@ def test_densify_keeps_the_function_and_drops_every_hypercomplex_layer(trained):
     batch = batch_of(task, 4)
     with torch.no_grad():
         torch.testing.assert_close(dense(**batch)[0], model(**batch)[0], rtol=1e-5, atol=1e-5)
+
+
+# --- a real corpus through every command a user runs -------------------------------------------
+
+@pytest.fixture(scope="module")
+def multi30k_run(multi30k_slice, tmp_path_factory):
+    save_dir = tmp_path_factory.mktemp("multi30k_phm")
+    result = train(multi30k_slice, save_dir, *ARCHS["phm-n4-fused"], "--max-update", "150")
+    return save_dir, result.stdout + result.stderr
+
+
+def test_multi30k_training_learns(multi30k_run):
+    _save_dir, log = multi30k_run
+    curve = losses(log)
+    valid = losses(log, tag="valid")
+    assert curve[-1] < 0.75 * curve[0] and valid[-1] < valid[0], (curve, valid)
+
+
+def test_resume_from_checkpoint_continues_the_run(multi30k_run, multi30k_slice):
+    save_dir, _log = multi30k_run
+    resumed = train(multi30k_slice, save_dir, *ARCHS["phm-n4-fused"], "--max-update", "170")
+    log = resumed.stdout + resumed.stderr
+    assert "Loaded checkpoint" in log and "(epoch" in log
+    assert re.search(r"num_updates[= ]170\b", log), "training continued from update 150 to 170"
+
+
+def test_generate_and_interactive_load_the_checkpoint_safely(multi30k_run, multi30k_slice):
+    save_dir, _log = multi30k_run
+    checkpoint = save_dir / "checkpoint_last.pt"
+    out = run_command(console("fairseq-generate"), multi30k_slice, "--user-dir", PLUGIN, "--path", checkpoint,
+                      "--gen-subset", "test", "--beam", "5", "--lenpen", "0.6", "--required-batch-size-multiple", "1")
+    assert len(hypotheses(out.stdout)) == 50 and "BLEU4" in out.stdout
+    interactive = subprocess.run(
+        [console("fairseq-interactive"), str(multi30k_slice), "--user-dir", PLUGIN, "--path", str(checkpoint),
+         "--beam", "5", "--source-lang", "en", "--target-lang", "de"],
+        input="a man is riding a bike .\ntwo dogs play in the snow .\n", capture_output=True, text=True, timeout=300)
+    assert interactive.returncode == 0, interactive.stderr[-3000:]
+    assert len(re.findall(r"^H-\d+\t", interactive.stdout, flags=re.M)) == 2
+
+
+def test_loading_without_user_dir_says_to_pass_it(multi30k_run, multi30k_slice):
+    save_dir, _log = multi30k_run
+    out = run_command(console("fairseq-generate"), multi30k_slice, "--path", save_dir / "checkpoint_last.pt",
+                      "--gen-subset", "test", check=False)
+    assert out.returncode != 0
+    assert "needs the phm-fairseq plugin: pass --user-dir" in out.stderr
+
+
+def test_checkpoint_of_another_model_is_refused(multi30k_run, multi30k_slice, tmp_path):
+    save_dir, _log = multi30k_run
+    out = train(multi30k_slice, tmp_path, *ARCHS["dense-twin"], "--max-update", "1",
+                "--restore-file", save_dir / "checkpoint_last.pt", check=False)
+    assert out.returncode != 0 and "please ensure that the architectures match" in out.stderr
+
+
+@pytest.mark.parametrize("flags,message", [
+    (["--phm-n", "3"], r"--phm-n 3 must divide every feature size of the model, but does not divide "
+                       r"--encoder-embed-dim 32, --decoder-embed-dim 32; with these sizes --phm-n can be one of \[1, 2, 4, 8, 16, 32\]"),
+    (["--phm-n", "4", "--phm-rule", "algebra-frozen", "--phm-n", "6"], r"no Cayley-Dickson algebra of dimension n=6"),
+    (["--phm-n", "4", "--quant-noise-pq", "0.1"], r"--quant-noise-pq 0.1: quantization noise .* cannot be honoured"),
+])
+def test_bad_flags_are_refused_with_a_clear_message(copy_task, tmp_path, flags, message):
+    out = train(copy_task, tmp_path, "--arch", "phm_transformer_demo", *flags, "--max-update", "1", check=False)
+    assert out.returncode != 0 and re.search(message, out.stderr), out.stderr[-2000:]
+    assert not list(tmp_path.glob("*.pt")), "nothing was saved"
+
+
+def test_quaternion_attention_needs_heads_that_split_components(copy_task, tmp_path):
+    out = train(copy_task, tmp_path, "--arch", "quaternion_transformer_demo", "--quaternion-attention",
+                "--encoder-embed-dim", "36", "--decoder-embed-dim", "36", "--max-update", "1", check=False)
+    assert out.returncode != 0 and "--encoder-embed-dim 36 must be a multiple of 4 x --encoder-attention-heads 2" in out.stderr
+
+
+# --- parameter counts against the formula ------------------------------------------------------
+
+def transformer_body(d, f, layers, n=1, fused=True, phm_ffn=True, quaternion=False):
+    """Parameters of encoder + decoder layers (no embeddings): weights k*d/n + n^3 per PHM layer."""
+    def linear(i, o):
+        if quaternion:
+            return i * o // 4 + o
+        return i * o // n + (n**3 if n > 1 else 0) + o
+    ffn = (linear(d, f) + linear(f, d)) if phm_ffn else (d * f + f + f * d + d)
+    self_attention = (linear(d, 3 * d) if fused else 3 * linear(d, d)) + linear(d, d)
+    cross_attention = 4 * linear(d, d)
+    encoder = self_attention + ffn + 2 * 2 * d
+    decoder = self_attention + cross_attention + ffn + 3 * 2 * d
+    return layers * (encoder + decoder)
+
+
+@pytest.mark.parametrize("arch,flags,expected", [
+    ("transformer_twin_iwslt", [], transformer_body(256, 1024, 2)),
+    ("phm_transformer_iwslt", ["--phm-n", "4"], transformer_body(256, 1024, 2, n=4)),
+    ("phm_transformer_iwslt", ["--phm-n", "8", "--qkv-projection", "separate"], transformer_body(256, 1024, 2, n=8, fused=False)),
+    ("phm_transformer_iwslt", ["--phm-n", "4", "--phm-rule", "algebra-frozen"], transformer_body(256, 1024, 2, quaternion=True, fused=True)),
+    ("quaternion_transformer_iwslt", [], transformer_body(256, 1024, 2, quaternion=True, fused=False)),
+    ("quaternion_transformer_partial_iwslt", [], transformer_body(256, 1024, 2, quaternion=True, fused=False, phm_ffn=False)),
+    ("phm_transformer_base", ["--phm-n", "16"], transformer_body(512, 2048, 4, n=16)),
+])
+def test_parameter_counts_match_the_formula(copy_task, arch, flags, expected):
+    out = run_command(console("phm-params"), "--json", copy_task, "--task", "translation", "--arch", arch,
+                      "--share-all-embeddings", *flags)
+    counts = json.loads(out.stdout.strip().splitlines()[-1])
+    assert counts["without_embeddings"] == expected
+    assert counts["dense_without_embeddings"] == transformer_body(*{"iwslt": (256, 1024, 2), "base": (512, 2048, 4)}[arch.rsplit("_", 1)[1]])
+
+
+def test_phm_n4_has_about_a_quarter_of_the_dense_weights(copy_task):
+    counts = {}
+    for arch, flags in (("phm_transformer_iwslt", ["--phm-n", "4"]), ("transformer_twin_iwslt", [])):
+        out = run_command(console("phm-params"), "--json", copy_task, "--task", "translation", "--arch", arch, *flags)
+        counts[arch] = json.loads(out.stdout.strip().splitlines()[-1])["without_embeddings"]
+    assert 0.25 < counts["phm_transformer_iwslt"] / counts["transformer_twin_iwslt"] < 0.26
+
+
+# --- data-parallel training ---------------------------------------------------------------------
+
+def test_two_process_gloo_training(copy_task, tmp_path):
+    port = 29500 + os.getpid() % 1000
+    common = [console("fairseq-train"), copy_task, "--save-dir", tmp_path, *TRAINING, *TINY,
+              *ARCHS["phm-n4-fused"], "--max-update", "20", "--distributed-backend", "gloo",
+              "--distributed-init-method", f"tcp://127.0.0.1:{port}", "--distributed-world-size", "2",
+              "--distributed-no-spawn", "--ddp-backend", "legacy_ddp", "--cpu"]
+    ranks = [subprocess.Popen([*map(str, common), "--distributed-rank", str(rank)], stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, text=True) for rank in (0, 1)]
+    logs = [rank.communicate(timeout=600)[0] for rank in ranks]
+    assert [rank.returncode for rank in ranks] == [0, 0], logs[0][-3000:] + logs[1][-3000:]
+    assert "distributed init (rank 1)" in logs[1] and "num_updates 20" in logs[0]
+    assert (tmp_path / "checkpoint_last.pt").exists()

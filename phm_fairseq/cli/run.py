@@ -24,6 +24,8 @@ A config is YAML:
     # or  evaluate: {kind: accuracy, subset: test}   (phm-evaluate, for classification tasks)
 
 Option values may use {data} and {run}; true stands for a bare flag, false or null leave it out.
+`extends: _base.yaml` starts from another config (a path relative to this one) and overrides
+it key by key; null removes a key. Files named _*.yaml are such bases and are not run.
 """
 
 import argparse
@@ -47,12 +49,34 @@ class ConfigError(ValueError):
     pass
 
 
-def load_config(path: Path) -> dict:
+def merge(base: dict, override: dict) -> dict:
+    """``override`` on top of ``base``, mappings merged key by key; a null value drops the key."""
+    merged = dict(base)
+    for key, value in override.items():
+        if value is None:
+            merged.pop(key, None)
+        elif isinstance(value, dict) and isinstance(merged.get(key), dict):
+            merged[key] = merge(merged[key], value)
+        else:
+            merged[key] = value
+    return merged
+
+
+def read_config(path: Path, seen=()) -> dict:
+    if path in seen:
+        raise ConfigError(f"{path}: `extends` loops back to itself")
     try:
-        config = yaml.safe_load(path.read_text())
+        config = yaml.safe_load(path.read_text()) or {}
     except (OSError, yaml.YAMLError) as error:
         raise ConfigError(f"{path}: cannot read the config: {error}") from None
-    missing = [key for key in ("data", "train", "evaluate") if key not in (config or {})]
+    if "extends" in config:
+        config = merge(read_config((path.parent / config.pop("extends")).resolve(), (*seen, path)), config)
+    return config
+
+
+def load_config(path: Path) -> dict:
+    config = read_config(path.resolve())
+    missing = [key for key in ("data", "train", "evaluate") if key not in config]
     if missing:
         raise ConfigError(f"{path}: missing key(s) {', '.join(missing)} (see `phm-run --help`)")
     kind = config["evaluate"].get("kind")
@@ -218,7 +242,7 @@ def run(config_path: Path, runs_dir: Path, force: bool = False) -> dict:
     from phm_fairseq.provenance import environment
 
     config = load_config(config_path)
-    digest = hashlib.sha256(config_path.read_bytes()).hexdigest()
+    digest = hashlib.sha256(json.dumps(config, sort_keys=True).encode()).hexdigest()
     run_dir = run_directory(config_path, runs_dir)
     result_path = run_dir / "result.json"
     if result_path.exists() and not force:
@@ -262,8 +286,8 @@ def run(config_path: Path, runs_dir: Path, force: bool = False) -> dict:
 def expand(paths) -> list:
     configs = []
     for path in map(Path, paths):
-        if path.is_dir():
-            configs += sorted(path.rglob("*.yaml"))
+        if path.is_dir():  # files named _*.yaml are bases for others to extend
+            configs += sorted(p for p in path.rglob("*.yaml") if not p.name.startswith("_"))
         elif path.is_file():
             configs.append(path)
         else:

@@ -244,7 +244,7 @@ class DenseTransformerModel(HypercomplexTransformerModel):
 SIZES = {
     "iwslt": dict(layers=2, heads=4, embed_dim=256, ffn_embed_dim=1024),
     "base": dict(layers=4, heads=8, embed_dim=512, ffn_embed_dim=2048),
-    "demo": dict(layers=2, heads=4, embed_dim=256, ffn_embed_dim=1024),
+    "demo": dict(layers=2, heads=4, embed_dim=128, ffn_embed_dim=512),
 }
 MODEL_DEFAULTS = {
     "phm_transformer": dict(phm_n=4, phm_rule="learned", qkv_projection="fused"),
