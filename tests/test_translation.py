@@ -260,8 +260,9 @@ def test_two_process_gloo_training(copy_task, tmp_path):
               *ARCHS["phm-n4-fused"], "--max-update", "20", "--distributed-backend", "gloo",
               "--distributed-init-method", f"tcp://127.0.0.1:{port}", "--distributed-world-size", "2",
               "--distributed-no-spawn", "--ddp-backend", "legacy_ddp", "--cpu"]
+    one_thread = {**os.environ, "OMP_NUM_THREADS": "1"}  # two processes share the cores
     ranks = [subprocess.Popen([*map(str, common), "--distributed-rank", str(rank)], stdout=subprocess.PIPE,
-                              stderr=subprocess.STDOUT, text=True) for rank in (0, 1)]
+                              stderr=subprocess.STDOUT, text=True, env=one_thread) for rank in (0, 1)]
     logs = [rank.communicate(timeout=600)[0] for rank in ranks]
     assert [rank.returncode for rank in ranks] == [0, 0], logs[0][-3000:] + logs[1][-3000:]
     assert "distributed init (rank 1)" in logs[1] and "num_updates 20" in logs[0]
