@@ -151,7 +151,7 @@ def train(config: dict, fields: dict, run_dir: Path) -> dict:
     last = epochs[-1] if epochs else {}
     # train_wall: seconds spent in training steps (not validation or checkpointing)
     seconds = sum(e.get("train_wall", 0) for e in epochs)
-    updates = last.get("num_updates", 0)
+    updates = int(last.get("num_updates", 0))
     return {
         "command": shlex.join(command),
         "updates": updates,
