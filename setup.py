@@ -37,7 +37,12 @@ setup(
         "matplotlib",
     ],
     extras_require={"test": ["pytest"]},
-    entry_points={"console_scripts": ["phm-params = phm_fairseq.cli.params:main"]},
+    entry_points={
+        "console_scripts": [
+            "phm-params = phm_fairseq.cli.params:main",
+            "phm-evaluate = phm_fairseq.cli.evaluate:main",
+        ]
+    },
     classifiers=[
         "Programming Language :: Python :: 3.11",
         "Programming Language :: Python :: 3.12",

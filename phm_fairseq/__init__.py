@@ -14,4 +14,4 @@ try:
 except ImportError:  # layers only: nothing to register with
     pass
 else:
-    from . import criterions, models, tasks  # noqa: F401  (register with fairseq)
+    from . import criterions, models, safe_loading, tasks  # noqa: F401  (register with fairseq)
