@@ -116,11 +116,13 @@ class LSTMNLIModel(BaseFairseqModel):
         return cls(encoder, classifier)
 
     def forward(self, premise, premise_lengths, hypothesis, hypothesis_lengths):
-        # Both sentences in one recurrent pass: a batch of 2 x batch sequences.
-        width = max(premise.size(1), hypothesis.size(1))
+        # Both sentences in one recurrent pass: a batch of 2 x batch sequences, as wide as the
+        # longest sentence (fairseq's LSTM encoder expects no all-padding columns).
+        lengths = torch.cat([premise_lengths, hypothesis_lengths])
+        width = int(lengths.max())
         pad = self.encoder.padding_idx
-        tokens = torch.cat([F.pad(s, (0, width - s.size(1)), value=pad) for s in (premise, hypothesis)])
-        vectors = self.encoder.sentence_vectors(tokens, torch.cat([premise_lengths, hypothesis_lengths]))
+        tokens = torch.cat([F.pad(s[:, :width], (0, width - min(width, s.size(1))), value=pad) for s in (premise, hypothesis)])
+        vectors = self.encoder.sentence_vectors(tokens, lengths)
         u, v = vectors.chunk(2)
         return self.classifier(u, v)
 
