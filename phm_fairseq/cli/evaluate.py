@@ -17,6 +17,7 @@ import logging
 import os
 import sys
 import time
+import warnings
 
 import torch
 
@@ -38,12 +39,14 @@ def load_classifier(path: str, data: str):
     if not os.path.isdir(data):
         raise EvaluationError(f"{data}: no such data directory")
     try:
-        state = checkpoint_utils.load_checkpoint_to_cpu(path, arg_overrides={"data": data})
-    except Exception as error:  # a file that is not a (safe-loadable) checkpoint
-        raise EvaluationError(f"--path {path}: cannot be loaded as a fairseq checkpoint: {error}") from None
-    cfg = state.get("cfg") if isinstance(state, dict) else None
-    if cfg is None or cfg.get("task") is None:
-        raise EvaluationError(f"--path {path}: not a fairseq training checkpoint (it has no task configuration)")
+        raw = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as error:  # not a torch file, or one that needs unsafe unpickling
+        raise EvaluationError(f"--path {path}: cannot be loaded safely as a checkpoint: {error}") from None
+    if not isinstance(raw, dict) or raw.get("cfg") is None or "model" not in raw:
+        raise EvaluationError(f"--path {path}: not a fairseq training checkpoint (it has no model and configuration)")
+    del raw
+    state = checkpoint_utils.load_checkpoint_to_cpu(path, arg_overrides={"data": data})
+    cfg = state["cfg"]
     task_cfg, model_cfg = cfg["task"], cfg.get("model")
     task_name = getattr(task_cfg, "task", None) or task_cfg.get("_name")
     arch = getattr(model_cfg, "arch", None) or (model_cfg.get("_name") if model_cfg is not None else None)
@@ -121,6 +124,7 @@ def main(argv=None):
     args = parser.parse_args(argv)
     # fairseq logs to the root logger: keep stdout for the report
     logging.basicConfig(stream=sys.stderr, level=logging.WARNING, force=True)
+    warnings.filterwarnings("ignore", message=".pin_memory. argument is set as true but no accelerator")
     try:
         model, task = load_classifier(args.path, args.data)
         report = evaluate(model, task, args.subset, args.batch_size)
