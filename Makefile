@@ -4,7 +4,7 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 
-.PHONY: demo test bench install clean
+.PHONY: demo test bench bench-lstm bench-nli install clean
 
 demo: install
 	$(PY) benchmarks/bench_linear.py
@@ -14,6 +14,12 @@ test: install
 
 bench: install
 	$(PY) benchmarks/bench_linear.py
+
+bench-lstm: install
+	$(PY) benchmarks/bench_lstm.py
+
+bench-nli: install
+	$(PY) benchmarks/bench_nli.py
 
 install: $(VENV)/.installed
 
