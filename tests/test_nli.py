@@ -241,6 +241,12 @@ def test_glove_loading(tmp_path, shared_data):
     assert projected(torch.tensor([[4, 5]])).shape == (1, 2, 300) and projected.embedding.weight.requires_grad
     with pytest.raises(FileNotFoundError, match="no such file .*data-prep/glove.sh"):
         glove_embeddings(str(tmp_path / "missing.txt"), dictionary, 50)
+    dictionary.add_symbol(".")
+    spaced = ". . . " + lines[1].split(" ", 1)[1]  # 840B has words with spaces: skipped, not an error
+    (tmp_path / "spaced.txt").write_text(lines[0] + spaced)
+    weight = glove_embeddings(str(tmp_path / "spaced.txt"), dictionary, 50).embedding.weight
+    torch.testing.assert_close(weight[dictionary.index("the")], vectors["the"])
+    assert not torch.equal(weight[dictionary.index(".")], vectors[","])
     (tmp_path / "bad.txt").write_text(lines[0] + "of 0.1 0.2\n")
     with pytest.raises(ValueError, match=r"bad.txt:2: 2 values for 'of', expected 50"):
         glove_embeddings(str(tmp_path / "bad.txt"), dictionary, 50)

@@ -45,11 +45,13 @@ def read_glove(path: str, words: list) -> tuple:
     exact, lowercase = {}, {}
     with _open_text(path) as f:
         for number, line in enumerate(f, start=1):
-            word = line[: line.find(" ")]  # dictionary words hold no spaces: GloVe's few such entries never match
+            word = line[: line.find(" ")]
             if word not in wanted:
                 continue
             values = line.rstrip().split(" ")[1:]
-            if len(values) != dim:
+            if len(values) > dim:
+                continue  # an entry whose word holds spaces (840B has ". . ." etc.): no dictionary word
+            if len(values) < dim:
                 raise ValueError(f"--glove {path}:{number}: {len(values)} values for {word!r}, expected {dim}")
             vector = torch.tensor([float(v) for v in values])
             for i, is_exact in wanted[word]:
