@@ -60,11 +60,13 @@ def plot(rows, majority, path):
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(6.4, 4))
-    for row in rows:
+    for i, row in enumerate(sorted(rows, key=lambda r: r["encoder_params"])):
         x = row["encoder_params"]
         ax.scatter([x] * len(row["accuracies"]), row["accuracies"], color="C0", alpha=0.4, s=14)
         ax.errorbar(x, row["accuracy_mean"], yerr=row["accuracy_std"], fmt="o", color="C0", capsize=3)
-        ax.annotate(row["model"], (x, row["accuracy_mean"]), textcoords="offset points", xytext=(6, 6), fontsize=8)
+        # labels alternate above and below, so that neighbours of equal accuracy stay readable
+        ax.annotate(row["model"], (x, row["accuracy_mean"]), textcoords="offset points",
+                    xytext=(6, 8 if i % 2 else -14), fontsize=8)
     ax.axhline(majority, color="gray", ls=":", lw=1, label=f"majority class {majority:.1f}%")
     ax.set_xscale("log")
     ax.set_xlabel("encoder (LSTM) parameters")
@@ -84,7 +86,11 @@ def main():
                              "much faster than two under load)")
     parser.add_argument("--work", default="work/bench_nli", help="checkpoints and logs (repo-relative)")
     parser.add_argument("--name", default="nli_sick", help="report name under benchmarks/results/")
+    parser.add_argument("--plot-only", action="store_true", help="redraw results/NAME.png from results/NAME.json")
     args = parser.parse_args()
+    if args.plot_only:
+        saved = json.loads((RESULTS / f"{args.name}.json").read_text())
+        return plot(saved["rows"], saved["majority_accuracy"], RESULTS / f"{args.name}.png")
     env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}", "OMP_NUM_THREADS": str(args.threads)}
     configs = sorted((REPO / args.configs).glob("*.yaml"),
                      key=lambda p: ORDER.index(p.stem) if p.stem in ORDER else len(ORDER))
