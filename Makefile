@@ -4,7 +4,7 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 
-.PHONY: demo test bench install clean
+.PHONY: demo test bench bench-lstm bench-nli install clean
 
 # Multi30k en-de (bundled): prepare, train PHM-Transformer n=4 and its dense twin, translate
 # the test set (beam 5, lenpen 0.6), score with sacrebleu, then the table and plot.
@@ -18,6 +18,12 @@ test: install
 bench: install
 	$(PY) benchmarks/bench_linear.py
 	$(PY) benchmarks/bench_translation.py
+
+bench-lstm: install
+	$(PY) benchmarks/bench_lstm.py
+
+bench-nli: install
+	$(PY) benchmarks/bench_nli.py
 
 install: $(VENV)/.installed
 

@@ -41,6 +41,7 @@ setup(
     entry_points={
         "console_scripts": [
             "phm-params = phm_fairseq.cli.params:main",
+            "phm-evaluate = phm_fairseq.cli.evaluate:main",
             "phm-run = phm_fairseq.cli.run:main",
             "phm-collect = phm_fairseq.cli.collect:main",
         ]

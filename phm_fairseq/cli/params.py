@@ -2,10 +2,12 @@
 
     phm-params checkpoints/checkpoint_best.pt
     phm-params data-bin/multi30k.en-de --task translation --arch phm_transformer_multi30k --phm-n 4
+    phm-params --module encoder.lstm data-bin/snli --task nli --arch phm_lstm_nli --phm-n 5
 
 The first form loads a trained model; the second builds one from fairseq-train arguments
 (the data directory supplies the dictionaries). The dense column is the same model with
-every PHM or quaternion layer replaced by the nn.Linear it stands for.
+every PHM or quaternion layer replaced by the nn.Linear it stands for. --module counts one
+part of the model (a dotted name: encoder.lstm is the LSTM of the NLI models, Table 1's count).
 """
 
 import argparse
@@ -46,10 +48,21 @@ def main(argv=None):
         usage="phm-params [--json] (CHECKPOINT.pt | DATA --task TASK --arch ARCH [fairseq-train options])",
     )
     parser.add_argument("--json", action="store_true", help="print the counts as JSON")
+    parser.add_argument("--module", metavar="NAME", help="count only this submodule (dotted name, e.g. encoder.lstm)")
     ours, fairseq_args = parser.parse_known_args(argv)
     if not fairseq_args:
         parser.error("give a checkpoint file, or fairseq-train arguments (data directory, --task, --arch)")
-    model, arch = build_model(fairseq_args)
+    try:
+        model, arch = build_model(fairseq_args)
+    except (ValueError, FileNotFoundError) as error:  # e.g. a --phm-n that does not divide the sizes
+        parser.error(str(error))
+    if ours.module:
+        try:
+            model = model.get_submodule(ours.module)
+        except AttributeError:
+            names = ", ".join(name for name, _ in model.named_children())
+            parser.error(f"--module {ours.module}: {arch} has no such submodule (top level: {names})")
+        arch = f"{arch} {ours.module}"
     counts = count_parameters(model)
     print(json.dumps({"arch": arch, **counts.as_dict()}) if ours.json else format_table(arch, counts))
 

@@ -1,1 +1,3 @@
 """criterions of the plugin, registered with fairseq on import."""
+
+from . import classification  # noqa: F401

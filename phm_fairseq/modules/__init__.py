@@ -1,12 +1,16 @@
 """Hypercomplex layers in plain PyTorch (no fairseq import): usable in any model."""
 
 from .algebra import ALGEBRAS, multiplication_rule, structure_constants
+from .hypercomplex_lstm import GATE_LAYOUTS, HypercomplexLSTM
 from .linear_spec import KINDS, LinearSpec
 from .parameter_count import ParameterCount, count_parameters
 from .phm_linear import RULES, PHMLinear, QuaternionLinear, kronecker_sum
+from .pooling import max_mean_pool
 
 __all__ = [
     "ALGEBRAS",
+    "GATE_LAYOUTS",
+    "HypercomplexLSTM",
     "KINDS",
     "RULES",
     "LinearSpec",
@@ -15,6 +19,7 @@ __all__ = [
     "QuaternionLinear",
     "count_parameters",
     "kronecker_sum",
+    "max_mean_pool",
     "multiplication_rule",
     "structure_constants",
 ]

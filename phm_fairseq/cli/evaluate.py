@@ -1,0 +1,141 @@
+"""phm-evaluate: accuracy of a trained classifier on every example of a split, with a confusion matrix.
+
+    phm-evaluate data-bin/snli --path checkpoints/checkpoint_best.pt --subset test
+    phm-evaluate data-bin/snli --path checkpoints/checkpoint_best.pt --json   # last stdout line: JSON
+
+For the plugin's classification tasks (nli, and any task built on ClassificationTask): the model
+maps a batch's net_input to one logit per label of the data directory's labels.txt. Every
+example is scored (batches of any size, none dropped); the count is checked.
+With --json the last line of stdout is
+    {"accuracy": percent, "examples": int, "examples_per_second": float,
+     "labels": [...], "confusion": [[...]]}      (confusion[gold][predicted], in labels order)
+"""
+
+import argparse
+import json
+import logging
+import os
+import sys
+import time
+import warnings
+
+import torch
+
+import phm_fairseq  # noqa: F401  (registers the plugin's tasks and models; safe checkpoint loading)
+
+
+class EvaluationError(Exception):
+    pass
+
+
+def load_classifier(path: str, data: str):
+    """(model, task) from a checkpoint, for the data directory ``data``; clear errors otherwise."""
+    from fairseq import checkpoint_utils, tasks
+
+    from phm_fairseq.tasks.classification import ClassificationTask
+
+    if not os.path.isfile(path):
+        raise EvaluationError(f"--path {path}: no such checkpoint file")
+    if not os.path.isdir(data):
+        raise EvaluationError(f"{data}: no such data directory")
+    try:
+        raw = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as error:  # not a torch file, or one that needs unsafe unpickling
+        raise EvaluationError(f"--path {path}: cannot be loaded safely as a checkpoint: {error}") from None
+    if not isinstance(raw, dict) or raw.get("cfg") is None or "model" not in raw:
+        raise EvaluationError(f"--path {path}: not a fairseq training checkpoint (it has no model and configuration)")
+    del raw
+    state = checkpoint_utils.load_checkpoint_to_cpu(path, arg_overrides={"data": data})
+    cfg = state["cfg"]
+    task_cfg, model_cfg = cfg["task"], cfg.get("model")
+    task_name = getattr(task_cfg, "task", None) or task_cfg.get("_name")
+    arch = getattr(model_cfg, "arch", None) or (model_cfg.get("_name") if model_cfg is not None else None)
+    task_class = tasks.TASK_REGISTRY.get(task_name)
+    if task_class is None or not issubclass(task_class, ClassificationTask):
+        raise EvaluationError(
+            f"--path {path} holds a model for task {task_name!r} (arch {arch!r}); phm-evaluate scores "
+            f"the plugin's classification tasks ({', '.join(sorted(n for n, c in tasks.TASK_REGISTRY.items() if issubclass(c, ClassificationTask)))})"
+        )
+    try:
+        models, _, task = checkpoint_utils.load_model_ensemble_and_task([path], state=state)
+    except (FileNotFoundError, ValueError) as error:
+        raise EvaluationError(str(error)) from None
+    except RuntimeError as error:  # e.g. parameter shapes of another model or another dictionary
+        raise EvaluationError(f"--path {path} does not fit {data} (arch {arch!r}): {error}") from None
+    return models[0], task
+
+
+def evaluate(model, task, subset: str, batch_size: int = 256) -> dict:
+    """Scores every example of ``subset``; returns the JSON report's fields."""
+    try:
+        task.load_dataset(subset)
+    except FileNotFoundError as error:
+        raise EvaluationError(str(error)) from None
+    dataset = task.dataset(subset)
+    batches = task.get_batch_iterator(dataset=dataset, max_sentences=batch_size).next_epoch_itr(shuffle=False)
+    labels = list(task.labels)
+    confusion = torch.zeros(len(labels), len(labels), dtype=torch.long)
+    scored = set()
+    model.eval()
+    start = time.perf_counter()
+    with torch.inference_mode():
+        for sample in batches:
+            logits = model(**sample["net_input"])
+            if logits.size(-1) != len(labels):
+                raise EvaluationError(f"the model predicts {logits.size(-1)} classes, labels.txt has {len(labels)}")
+            predicted = logits.argmax(dim=-1)
+            confusion.index_put_((sample["target"], predicted), torch.ones_like(predicted), accumulate=True)
+            scored.update(sample["id"].tolist())
+    seconds = time.perf_counter() - start
+    if len(scored) != len(dataset) or int(confusion.sum()) != len(dataset):
+        raise EvaluationError(f"scored {int(confusion.sum())} of the {len(dataset)} examples of {subset!r}")
+    correct = int(confusion.diag().sum())
+    return {
+        "accuracy": 100.0 * correct / len(dataset),
+        "examples": len(dataset),
+        "examples_per_second": len(dataset) / seconds if seconds > 0 else float("inf"),
+        "labels": labels,
+        "confusion": confusion.tolist(),
+    }
+
+
+def format_report(report: dict, subset: str) -> str:
+    labels, confusion = report["labels"], report["confusion"]
+    width = max(10, *(len(label) + 2 for label in labels))
+    lines = [
+        f"{subset}: accuracy {report['accuracy']:.2f}% ({sum(confusion[i][i] for i in range(len(labels)))} of "
+        f"{report['examples']} examples), {report['examples_per_second']:.0f} examples/s",
+        "confusion matrix (rows: gold label, columns: predicted):",
+        f"{'':<{width}}" + "".join(f"{label:>{width}}" for label in labels),
+    ]
+    lines += [f"{gold:<{width}}" + "".join(f"{n:>{width}}" for n in row) for gold, row in zip(labels, confusion)]
+    return "\n".join(lines)
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(
+        prog="phm-evaluate", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("data", help="data directory made by data-prep (e.g. data-bin/snli)")
+    parser.add_argument("--path", required=True, help="checkpoint file (e.g. checkpoints/checkpoint_best.pt)")
+    parser.add_argument("--subset", default="test", help="split to score (default: test)")
+    parser.add_argument("--batch-size", type=int, default=256, help="examples per batch (any size: all are scored)")
+    parser.add_argument("--json", action="store_true", help="end stdout with the report as one JSON line")
+    args = parser.parse_args(argv)
+    # fairseq logs to the root logger: keep stdout for the report
+    logging.basicConfig(stream=sys.stderr, level=logging.WARNING, force=True)
+    warnings.filterwarnings("ignore", message=".pin_memory. argument is set as true but no accelerator")
+    try:
+        model, task = load_classifier(args.path, args.data)
+        report = evaluate(model, task, args.subset, args.batch_size)
+    except EvaluationError as error:
+        print(f"phm-evaluate: error: {error}", file=sys.stderr)
+        return 2
+    print(format_report(report, args.subset))
+    if args.json:
+        print(json.dumps(report))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

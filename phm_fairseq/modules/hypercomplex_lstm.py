@@ -1,0 +1,138 @@
+"""PHM-LSTM (Zhang et al., ICLR 2021, sec. 4.1): an LSTM whose gate maps come from a LinearSpec.
+
+    y_t = PHM(x_t) + PHM(h_{t-1}) + b,     i, f, g, o = four-way split of y_t
+    c_t = sigmoid(f) * c_{t-1} + sigmoid(i) * tanh(g),     h_t = sigmoid(o) * tanh(c_t)
+
+(PyTorch's gate order and cell; the paper's h_t = o_t * c_t is read as the usual LSTM output.)
+Once H is built, both PHMs are plain weight matrices: every forward builds them once and
+hands them to PyTorch's fused LSTM op (``torch._VF.lstm``, what ``nn.LSTM`` calls), so the
+recurrence runs at ``nn.LSTM`` speed and gradients flow back into A and S through it.
+"""
+
+import math
+from typing import Optional, Tuple
+
+import torch
+from torch import Tensor, _VF, nn
+from torch.nn.utils.rnn import PackedSequence
+
+from .linear_spec import LinearSpec
+
+GATE_LAYOUTS = ("per-gate", "fused")
+"""per-gate: each gate has its own map per input (8 layers in -> hidden per LSTM layer and
+direction: the layout whose parameter counts are those of Table 1); fused: one map per input,
+in -> 4 x hidden, split four ways as the paper's equation writes it."""
+
+
+class GateMaps(nn.Module):
+    """The two gate maps and the bias of one LSTM layer in one direction."""
+
+    def __init__(self, input_size: int, hidden_size: int, linear: LinearSpec, gate_layout: str):
+        super().__init__()
+        # nn.LSTM draws every weight from U(-1/sqrt(hidden), 1/sqrt(hidden)), variance 1/(3 hidden);
+        # the spec's xavier target 2 gain^2 / (in + out) is set to that, whatever the kind.
+        gain = lambda fan_in, fan_out: math.sqrt((fan_in + fan_out) / (6.0 * hidden_size))  # noqa: E731
+        if gate_layout == "per-gate":
+            self.input_maps = nn.ModuleList(
+                linear.build(input_size, hidden_size, bias=False, gain=gain(input_size, hidden_size)) for _ in range(4)
+            )
+            self.hidden_maps = nn.ModuleList(
+                linear.build(hidden_size, hidden_size, bias=False, gain=gain(hidden_size, hidden_size)) for _ in range(4)
+            )
+        elif gate_layout == "fused":
+            self.input_map = linear.build(input_size, 4 * hidden_size, bias=False, gain=gain(input_size, 4 * hidden_size))
+            self.hidden_map = linear.build(hidden_size, 4 * hidden_size, bias=False, gain=gain(hidden_size, 4 * hidden_size))
+        else:
+            raise ValueError(f"unknown gate layout {gate_layout!r}: choose one of {', '.join(GATE_LAYOUTS)}")
+        self.gate_layout = gate_layout
+        # One bias b, as in y_t = PHM(x_t) + PHM(h_{t-1}) + b (nn.LSTM has two).
+        self.bias = nn.Parameter(torch.empty(4 * hidden_size))
+        bound = 1.0 / math.sqrt(hidden_size)
+        nn.init.uniform_(self.bias, -bound, bound)
+
+    def weights(self) -> Tuple[Tensor, Tensor]:
+        """W_ih (4 hidden, input) and W_hh (4 hidden, hidden), gates in PyTorch's i, f, g, o order."""
+        if self.gate_layout == "fused":
+            return self.input_map.weight, self.hidden_map.weight
+        return (
+            torch.cat([m.weight for m in self.input_maps]),
+            torch.cat([m.weight for m in self.hidden_maps]),
+        )
+
+
+class HypercomplexLSTM(nn.Module):
+    """A drop-in ``nn.LSTM`` (same inputs, outputs, PackedSequence support) with gate maps from ``linear``.
+
+    Args:
+        input_size, hidden_size, num_layers, batch_first, dropout, bidirectional: as ``nn.LSTM``.
+        linear: how each gate map is built (``LinearSpec("dense")`` is an ordinary LSTM with one bias).
+        gate_layout: "per-gate" (default) or "fused", see ``GATE_LAYOUTS``.
+    """
+
+    def __init__(
+        self,
+        input_size: int,
+        hidden_size: int,
+        linear: LinearSpec = LinearSpec(),
+        num_layers: int = 1,
+        bidirectional: bool = False,
+        gate_layout: str = "per-gate",
+        batch_first: bool = False,
+        dropout: float = 0.0,
+    ):
+        super().__init__()
+        if num_layers < 1:
+            raise ValueError(f"num_layers must be at least 1, got {num_layers}")
+        self.input_size, self.hidden_size, self.num_layers = input_size, hidden_size, num_layers
+        self.bidirectional, self.batch_first, self.dropout = bidirectional, batch_first, float(dropout)
+        self.gate_layout, self.linear = gate_layout, linear
+        directions = 2 if bidirectional else 1
+        self.cells = nn.ModuleList(
+            GateMaps(input_size if layer == 0 else hidden_size * directions, hidden_size, linear, gate_layout)
+            for layer in range(num_layers)
+            for _ in range(directions)
+        )
+
+    def flat_weights(self) -> list:
+        """w_ih, w_hh, b_ih, b_hh per layer and direction, the list ``nn.LSTM`` hands the fused op."""
+        params = []
+        for cell in self.cells:
+            w_ih, w_hh = cell.weights()
+            params += [w_ih, w_hh, cell.bias, torch.zeros_like(cell.bias)]
+        return params
+
+    def forward(self, input, hx: Optional[Tuple[Tensor, Tensor]] = None):
+        directions = 2 if self.bidirectional else 1
+        packed = isinstance(input, PackedSequence)
+        if packed:
+            data, batch_sizes, sorted_indices, unsorted_indices = input
+            batch = int(batch_sizes[0])
+        else:
+            if input.dim() != 3:
+                raise ValueError(f"HypercomplexLSTM expects 3-D input or a PackedSequence, got {input.dim()}-D")
+            data, batch_sizes, sorted_indices, unsorted_indices = input, None, None, None
+            batch = input.size(0 if self.batch_first else 1)
+        if hx is None:
+            zeros = data.new_zeros(self.num_layers * directions, batch, self.hidden_size)
+            hx = (zeros, zeros)
+        elif sorted_indices is not None:
+            hx = tuple(h.index_select(1, sorted_indices) for h in hx)
+        params = self.flat_weights()
+        if packed:
+            output, h, c = _VF.lstm(
+                data, batch_sizes, hx, params, True, self.num_layers, self.dropout, self.training, self.bidirectional
+            )
+            output = PackedSequence(output, batch_sizes, sorted_indices, unsorted_indices)
+        else:
+            output, h, c = _VF.lstm(
+                data, hx, params, True, self.num_layers, self.dropout, self.training, self.bidirectional, self.batch_first
+            )
+        if unsorted_indices is not None:
+            h, c = h.index_select(1, unsorted_indices), c.index_select(1, unsorted_indices)
+        return output, (h, c)
+
+    def extra_repr(self) -> str:
+        return (
+            f"{self.input_size}, {self.hidden_size}, linear={self.linear}, gate_layout={self.gate_layout}, "
+            f"num_layers={self.num_layers}, bidirectional={self.bidirectional}, dropout={self.dropout}"
+        )
