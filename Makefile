@@ -4,13 +4,21 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 
-.PHONY: demo test bench bench-lstm bench-nli install clean
+.PHONY: demo results test bench bench-lstm install clean
 
 # Multi30k en-de (bundled): prepare, train PHM-Transformer n=4 and its dense twin, translate
-# the test set (beam 5, lenpen 0.6), score with sacrebleu, then the table and plot.
+# the test set (beam 5, lenpen 0.6), score with sacrebleu, then the table and plots.
 demo: install
-	$(VENV)/bin/phm-run configs/demo
-	$(VENV)/bin/phm-collect work/runs/demo --out work/reports/demo
+	$(VENV)/bin/phm-run configs/small/multi30k/transformer.yaml configs/small/multi30k/phm_n4.yaml
+	$(VENV)/bin/phm-collect work/runs/small/multi30k --out work/reports/demo --title "Demo: Multi30k en-de"
+
+# The README's Results: every model on the corpora this machine has, a small budget each
+# (hours on 2 CPU cores); resumes what is done. Reports in results/.
+results: install
+	$(VENV)/bin/phm-run configs/small/multi30k configs/small/shakespeare
+	$(VENV)/bin/phm-run configs/small/sick configs/small/sva --seeds 1 2
+	for table in multi30k shakespeare sick sva; do \
+	  $(VENV)/bin/phm-collect work/runs/small/$$table --out results/$$table || exit 1; done
 
 test: install
 	$(PY) -m pytest
@@ -21,9 +29,6 @@ bench: install
 
 bench-lstm: install
 	$(PY) benchmarks/bench_lstm.py
-
-bench-nli: install
-	$(PY) benchmarks/bench_nli.py
 
 install: $(VENV)/.installed
 

@@ -1,10 +1,11 @@
 """phm-run: run experiments from configs/ (prepare data, train, evaluate), resuming what is done.
 
-    phm-run configs/demo/multi30k_phm_n4.yaml configs/demo/multi30k_dense.yaml
+    phm-run configs/small/multi30k/phm_n4.yaml configs/small/multi30k/transformer.yaml
     phm-run configs/table2            # every config below a folder, in name order
 
-Each run lives in RUNS/<config path under configs/, without .yaml>/ (RUNS defaults to
-work/runs): checkpoints/, train.log, evaluate.log and result.json, which holds the score,
+Each run lives in RUNS/<config path under configs/, without .yaml>/seed<S>/ (RUNS defaults to
+work/runs; S is the config's seed, or each of --seeds): checkpoints/, train.log, evaluate.log
+and result.json, which holds the score,
 the parameter counts, training and evaluation speed, the seed, the exact commands and the
 versions. A run whose result.json matches its config is skipped; an interrupted run resumes
 from checkpoints/checkpoint_last.pt (fairseq-train's own resume).
@@ -15,7 +16,8 @@ A config is YAML:
     paper: {bleu: 35.5}               # the paper's figures for this row (optional)
     data: data-bin/iwslt14.de-en      # relative to the working directory
     prepare: bash data-prep/iwslt14.sh --pair de-en   # run when `data` has no dictionary
-    seed: 1
+    seed: 1                           # --seeds S [S ...] runs every config once per seed instead
+    count_module: encoder.lstm        # also count this submodule's parameters (the paper's figure; optional)
     train: {task: translation, arch: phm_transformer_iwslt, phm-n: 4, ...}  # fairseq-train options
     evaluate:
       kind: bleu                      # fairseq-generate, then sacrebleu on the detokenized output
@@ -118,21 +120,21 @@ def run_logged(command: list, log: Path) -> str:
 
 
 def fairseq_log_stats(log: str, tag: str) -> list:
-    """The ``| tag | key value | ...`` lines of fairseq's simple log format, as dicts."""
+    """fairseq's simple-format log lines of one kind, as dicts: epoch summaries
+    (``| train | epoch 001 | loss 4.2 | ...``) and progress lines (``| train_inner | ... loss=4.2, ...``)."""
     stats = []
     for line in log.splitlines():
         if f"| {tag} |" not in line:
             continue
-        fields = line.split(f"| {tag} |", 1)[1].split("|")
+        text = line.split(f"| {tag} |", 1)[1]
+        pairs = re.findall(r"(\w+)=([^,\s]+)", text) or [
+            tuple(field.split()) for field in text.split("|") if len(field.split()) == 2]
         entry = {}
-        for field in fields:
-            parts = field.split()
-            if len(parts) == 2:
-                key, value = parts
-                try:
-                    entry[key] = float(value)
-                except ValueError:
-                    entry[key] = value
+        for key, value in pairs:
+            try:
+                entry[key] = float(value)
+            except ValueError:
+                entry[key] = value
         stats.append(entry)
     return stats
 
@@ -141,7 +143,7 @@ def train(config: dict, fields: dict, run_dir: Path) -> dict:
     train_options = dict(config["train"])
     command = [
         "fairseq-train", fields["data"], "--user-dir", str(PLUGIN_DIR),
-        "--save-dir", str(run_dir / "checkpoints"), "--seed", str(config.get("seed", 1)),
+        "--save-dir", str(run_dir / "checkpoints"), "--seed", str(config["seed"]),
         "--log-format", "simple", *options(train_options, **fields),
     ]
     started = time.time()
@@ -217,14 +219,19 @@ def evaluate_accuracy(config: dict, fields: dict, run_dir: Path) -> dict:
 EVALUATORS = {"bleu": evaluate_bleu, "accuracy": evaluate_accuracy}
 
 
-def count_parameters_of(checkpoint: Path) -> dict:
+def count_parameters_of(checkpoint: Path, module=None) -> dict:
+    """Counts of the trained model (see phm_fairseq.modules.count_parameters), and of one of its
+    submodules when ``module`` names one (Table 1 counts the LSTM encoder, Table 5 the layers)."""
     from fairseq import checkpoint_utils
 
     import phm_fairseq  # noqa: F401  (registers the models the checkpoint names)
     from phm_fairseq.modules import count_parameters
 
     models, _cfg, _task = checkpoint_utils.load_model_ensemble_and_task([str(checkpoint)])
-    return count_parameters(models[0]).as_dict()
+    counts = count_parameters(models[0]).as_dict()
+    if module:
+        counts["module"] = {"name": module, **count_parameters(models[0].get_submodule(module)).as_dict()}
+    return counts
 
 
 def is_prepared(data: Path) -> bool:
@@ -232,18 +239,21 @@ def is_prepared(data: Path) -> bool:
     return (data / "prep.json").exists() or any(data.glob("dict*.txt")) or any(data.glob("*/dict*.txt"))
 
 
-def run_directory(config_path: Path, runs_dir: Path) -> Path:
+def run_directory(config_path: Path, runs_dir: Path, seed) -> Path:
     parts = config_path.resolve().with_suffix("").parts
     relative = parts[len(parts) - parts[::-1].index("configs"):] if "configs" in parts else parts[-1:]
-    return runs_dir.joinpath(*relative)
+    return runs_dir.joinpath(*relative, f"seed{seed}")
 
 
-def run(config_path: Path, runs_dir: Path, force: bool = False) -> dict:
+def run(config_path: Path, runs_dir: Path, seed=None, force: bool = False) -> dict:
     from phm_fairseq.provenance import environment
 
     config = load_config(config_path)
+    if seed is not None:
+        config["seed"] = seed
+    config.setdefault("seed", 1)
     digest = hashlib.sha256(json.dumps(config, sort_keys=True).encode()).hexdigest()
-    run_dir = run_directory(config_path, runs_dir)
+    run_dir = run_directory(config_path, runs_dir, config["seed"])
     result_path = run_dir / "result.json"
     if result_path.exists() and not force:
         result = json.loads(result_path.read_text())
@@ -270,10 +280,10 @@ def run(config_path: Path, runs_dir: Path, force: bool = False) -> dict:
         "config_sha256": digest,
         "description": config.get("description", ""),
         "paper": config.get("paper", {}),
-        "seed": config.get("seed", 1),
+        "seed": config["seed"],
         "arch": config["train"].get("arch"),
         "prepare_command": prepared,
-        "parameters": count_parameters_of(run_dir / CHECKPOINT),
+        "parameters": count_parameters_of(run_dir / CHECKPOINT, config.get("count_module")),
         "training": training,
         "evaluation": evaluation,
         "environment": environment(),
@@ -300,6 +310,8 @@ def main(argv=None):
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("configs", nargs="+", help="config files or folders of them")
     parser.add_argument("--runs-dir", type=Path, default=Path("work/runs"), help="where runs live (default: %(default)s)")
+    parser.add_argument("--seeds", type=int, nargs="+", metavar="S",
+                        help="run every config once per seed (default: the config's own seed)")
     parser.add_argument("--force", action="store_true",
                         help="run again even if result.json is up to date (training resumes from its last checkpoint)")
     args = parser.parse_args(argv)
@@ -307,9 +319,10 @@ def main(argv=None):
         configs = expand(args.configs)
         for config in configs:
             load_config(config)  # every config is checked before the first one runs
-        for i, config in enumerate(configs, 1):
-            print(f"\n=== [{i}/{len(configs)}] {config}", flush=True)
-            run(config, args.runs_dir, force=args.force)
+        jobs = [(config, seed) for config in configs for seed in (args.seeds or [None])]
+        for i, (config, seed) in enumerate(jobs, 1):
+            print(f"\n=== [{i}/{len(jobs)}] {config}" + (f", seed {seed}" if seed is not None else ""), flush=True)
+            run(config, args.runs_dir, seed=seed, force=args.force)
     except ConfigError as error:
         parser.exit(2, f"phm-run: error: {error}\n")
     except subprocess.CalledProcessError as error:

@@ -1,0 +1,107 @@
+"""phm-run and phm-collect on a tiny grid of real runs: configs in, the paper's table out."""
+
+import csv
+import json
+
+import pytest
+import yaml
+from conftest import console, run_command
+
+from phm_fairseq.cli.run import ConfigError, load_config
+
+TINY = {"encoder-layers": 1, "decoder-layers": 1, "encoder-embed-dim": 32, "decoder-embed-dim": 32,
+        "encoder-ffn-embed-dim": 64, "decoder-ffn-embed-dim": 64, "encoder-attention-heads": 2,
+        "decoder-attention-heads": 2}
+
+
+@pytest.fixture(scope="module")
+def grid(copy_task, tmp_path_factory):
+    """configs/tiny/{_base, transformer, phm_n2}.yaml run through phm-run, two seeds each."""
+    root = tmp_path_factory.mktemp("kit")
+    configs = root / "configs" / "tiny"
+    configs.mkdir(parents=True)
+    base = {
+        "data": str(copy_task), "seed": 1,
+        "train": {"task": "translation", "share-all-embeddings": True, "optimizer": "adam", "lr": 0.005,
+                  "criterion": "label_smoothed_cross_entropy", "max-tokens": 2048, "max-update": 40,
+                  "no-epoch-checkpoints": True, "no-progress-bar": True, "log-interval": 10, **TINY},
+        "evaluate": {"kind": "bleu", "reference": "{data}/../test.tgt",
+                     "generate": {"gen-subset": "test", "beam": 5, "lenpen": 0.6,
+                                  "required-batch-size-multiple": 1}},
+    }
+    (configs / "_base.yaml").write_text(yaml.safe_dump(base))
+    (configs / "transformer.yaml").write_text("extends: _base.yaml\ntrain: {arch: transformer_twin_demo}\n")
+    (configs / "phm_n2.yaml").write_text(
+        "extends: _base.yaml\npaper: {bleu: 99.9}\ntrain: {arch: phm_transformer_demo, phm-n: 2}\n")
+    runs = root / "runs"
+    first = run_command(console("phm-run"), configs, "--runs-dir", runs, "--seeds", "1", "2", timeout=900)
+    return root, configs, runs, first.stdout
+
+
+def test_every_config_and_seed_runs_once_and_then_is_skipped(grid):
+    root, configs, runs, log = grid
+    results = sorted(runs.rglob("result.json"))
+    assert [str(p.relative_to(runs)) for p in results] == [
+        f"tiny/{name}/seed{seed}/result.json" for name in ("phm_n2", "transformer") for seed in (1, 2)]
+    result = json.loads(results[0].read_text())
+    assert result["seed"] == 1 and result["arch"] == "phm_transformer_demo"
+    assert result["evaluation"]["metric"] == "bleu" and result["evaluation"]["examples"] == 64
+    assert "--seed 1" in result["training"]["command"] and result["training"]["updates"] == 40
+    assert result["parameters"]["without_embeddings"] < result["parameters"]["dense_without_embeddings"]
+    again = run_command(console("phm-run"), configs, "--runs-dir", runs, "--seeds", "1", "2")
+    assert again.stdout.count("done already") == 4 and "fairseq-train" not in again.stdout
+
+
+def test_collect_makes_the_papers_table_from_the_runs(grid, tmp_path):
+    _root, _configs, runs, _log = grid
+    out = tmp_path / "report"
+    run_command(console("phm-collect"), runs / "tiny", "--out", out)
+    results = {p.parent.parent.name: [] for p in runs.rglob("result.json")}
+    for p in runs.rglob("result.json"):
+        results[p.parent.parent.name].append(json.loads(p.read_text()))
+    mean = {name: round(sum(r["evaluation"]["score"] for r in rs) / len(rs), 2) for name, rs in results.items()}
+    rows = {row["row"]: row for row in csv.DictReader(open(f"{out}.csv"))}
+    assert set(rows) == {"transformer", "phm_n2"}
+    for name, row in rows.items():
+        assert float(row["score"]) == mean[name] and row["seeds"] == "1 2"
+    dense = results["transformer"][0]["parameters"]["without_embeddings"]
+    phm = results["phm_n2"][0]["parameters"]["without_embeddings"]
+    assert float(rows["phm_n2"]["params_change"]) == round(100 * (phm / dense - 1), 1)
+    table = open(f"{out}.md").read()
+    assert "| model | tiny |" in table  # the paper's layout: models down, corpora across
+    assert table.index("| transformer |") < table.index("| phm_n2 |")  # dense first
+    assert f"| phm_n2 | {mean['phm_n2']} ± " in table and "(99.9)" in table  # mean ± std (paper)
+    assert table.count("fairseq-train") == 4 and table.count("fairseq-generate") == 4
+    assert (tmp_path / "report.png").stat().st_size > 0 and (tmp_path / "report.curves.png").stat().st_size > 0
+
+
+def test_config_errors_are_clear(tmp_path):
+    (tmp_path / "a.yaml").write_text("extends: b.yaml\ndata: x\n")
+    (tmp_path / "b.yaml").write_text("extends: a.yaml\n")
+    with pytest.raises(ConfigError, match="loops back"):
+        load_config(tmp_path / "a.yaml")
+    (tmp_path / "c.yaml").write_text("data: x\ntrain: {arch: a}\n")
+    with pytest.raises(ConfigError, match=r"missing key\(s\) evaluate"):
+        load_config(tmp_path / "c.yaml")
+    (tmp_path / "d.yaml").write_text("data: x\ntrain: {}\nevaluate: {kind: rouge}\n")
+    with pytest.raises(ConfigError, match="evaluate.kind must be one of bleu, accuracy, not 'rouge'"):
+        load_config(tmp_path / "d.yaml")
+
+
+def test_extends_overrides_key_by_key_and_null_removes(tmp_path):
+    (tmp_path / "_base.yaml").write_text(
+        "data: d\ntrain: {arch: a, lr: 1, dropout: 0.3}\nevaluate: {kind: bleu, generate: {beam: 5, tokenizer: moses}}\n")
+    (tmp_path / "x.yaml").write_text("extends: _base.yaml\ntrain: {lr: 2, dropout: null}\nevaluate: {generate: {tokenizer: null}}\n")
+    config = load_config(tmp_path / "x.yaml")
+    assert config["train"] == {"arch": "a", "lr": 2}
+    assert config["evaluate"] == {"kind": "bleu", "generate": {"beam": 5}}
+
+
+def test_every_shipped_config_loads():
+    from phm_fairseq.cli.run import expand
+
+    configs = expand([str(__import__("conftest").REPO / "configs")])
+    assert len(configs) > 50
+    for path in configs:
+        config = load_config(path)
+        assert config["train"].get("arch"), path
