@@ -164,7 +164,8 @@ def parameters(capsys, data, *flags, module="encoder.layers"):
 @pytest.mark.parametrize("config", sorted((REPO / "configs" / "table5").glob("[!_]*.yaml")), ids=lambda p: p.stem)
 def test_table5_configs_have_the_papers_encoder_size(sva_data, config, capsys):
     spec = load_config(config)
-    counts = parameters(capsys, sva_data[0], *model_flags(spec["train"]))
+    assert spec["count_module"] == "encoder.layers"  # what phm-run counts beside the whole model
+    counts = parameters(capsys, sva_data[0], *model_flags(spec["train"]), module=spec["count_module"])
     assert counts["total"] == TABLE5_ENCODER_LAYERS[config.stem]
     paper = spec["paper"]["parameters"]
     assert abs(counts["total"] - paper) / paper < 0.02, (config.stem, counts["total"], paper)
@@ -216,8 +217,8 @@ def test_predictions_do_not_depend_on_padding_or_batch_company(sva_data, arch):
 
 @pytest.fixture(scope="module")
 def trained(sva_data, tmp_path_factory):
-    """PHM-Transformer n=4 trained by fairseq-train on the sample, with configs/sva_sample's options."""
-    config = load_config(REPO / "configs" / "sva_sample" / "phm_n4.yaml")
+    """PHM-Transformer n=4 trained by fairseq-train on the sample, with configs/small/sva's options."""
+    config = load_config(REPO / "configs" / "small" / "sva" / "phm_n4.yaml")
     save_dir = tmp_path_factory.mktemp("checkpoints")
     out = run(["fairseq-train", sva_data[0], "--user-dir", "phm_fairseq", "--save-dir", save_dir,
                "--seed", config["seed"], "--log-format", "simple", *options(config["train"])])
