@@ -1,4 +1,5 @@
-# Shared by the NLI data-prep scripts (sourced, not run). Each corpus script:
+# Shared by the classification data-prep scripts (sourced, not run): options, downloads, logging
+# and fairseq-preprocess for all of them (sva.sh too); the rest is the NLI scripts'. Each NLI script:
 #   1. finds its release files in --src-dir (searched recursively) or downloads the official archive;
 #   2. converts every split to TSV "label<TAB>premise<TAB>hypothesis" (nli_to_tsv.py: clear errors
 #      with line numbers, rule-based skips counted and printed);
@@ -32,12 +33,12 @@ parse_args() {
         echo "usage: bash data-prep/$(basename "$0") [--src-dir DIR] [--dest DIR] [--work DIR] [--workers N] $extra_usage"
         echo "  --src-dir DIR  a local copy of the release (searched recursively); without it the official archive is downloaded"
         echo "  --dest DIR     the fairseq data directory to create (default: data-bin/$name)"
-        echo "  --work DIR     intermediate files (default: work/nli/$name)"
+        echo "  --work DIR     intermediate files (default: work/data-prep/$name)"
         exit 0 ;;
       *) EXTRA_ARGS+=("$1"); shift ;;
     esac
   done
-  WORK=${WORK:-$REPO/work/nli/$name}
+  WORK=${WORK:-$REPO/work/data-prep/$name}
   mkdir -p "$WORK"
   : > "$WORK/prepare.log"
 }

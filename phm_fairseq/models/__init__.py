@@ -1,3 +1,3 @@
 """The plugin's fairseq models (registered on import)."""
 
-from . import lstm_nli, transformer  # noqa: F401
+from . import lstm_nli, transformer, transformer_classifier  # noqa: F401

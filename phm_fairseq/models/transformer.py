@@ -7,7 +7,7 @@ Embeddings and the (tied) output projection stay dense, as in the paper.
 from dataclasses import dataclass
 
 from fairseq.distributed import fsdp_wrap
-from fairseq.models import register_model, register_model_architecture
+from fairseq.models import MODEL_REGISTRY, register_model, register_model_architecture
 from fairseq.models.transformer import (
     TransformerConfig,
     TransformerDecoderBase,
@@ -125,6 +125,58 @@ class HypercomplexTransformerDecoder(TransformerDecoderBase):
         return _wrap(HypercomplexTransformerDecoderLayer(cfg, self.maps, no_encoder_attn), cfg)
 
 
+def add_hypercomplex_args(parser, kind: str) -> None:
+    """The flags of a Transformer of ``kind`` ("dense", "phm" or "quaternion") beyond fairseq's own."""
+    if kind == "phm":
+        add_linear_args(parser)
+    group = parser.add_argument_group("hypercomplex Transformer (phm-fairseq)")
+    group.add_argument(
+        "--qkv-projection", choices=["fused", "separate"],
+        help="self-attention Q, K, V: one projection of output 3 x embed_dim split three "
+             "ways (fused, as Zhang et al. write it) or three projections (separate)",
+    )
+    group.add_argument(
+        "--dense-ffn", action="store_true",
+        help="keep the feed-forward layers dense: only the attention projections are "
+             "hypercomplex (the 'partial' variant of Tay et al.)",
+    )
+    if kind == "quaternion":
+        group.add_argument(
+            "--quaternion-attention", action="store_true",
+            help="Tay et al.'s attention: four logit maps from the Hamilton product of Q and "
+                 "K, one softmax each, each weighting its component of V",
+        )
+
+
+def linear_maps_from_args(cfg, kind: str) -> TransformerLinearMaps:
+    spec = linear_spec_from_args(cfg, kind)
+    return TransformerLinearMaps(
+        attention=spec,
+        ffn=LinearSpec() if getattr(cfg, "dense_ffn", False) else spec,
+        fused_qkv=getattr(cfg, "qkv_projection", None) == "fused",
+        quaternion_attention=getattr(cfg, "quaternion_attention", False),
+    )
+
+
+def check_hypercomplex_args(args, kind: str, sides=("encoder", "decoder")) -> TransformerLinearMaps:
+    """The linear maps that the flags ask for, once every flag that they cannot honour has been
+    refused with a message naming it (raised when the model is built, not deep inside a layer)."""
+    _refuse_unsupported_flags(args)
+    maps = linear_maps_from_args(args, kind)
+    check_feature_sizes(maps.attention, {f"--{side}-embed-dim": getattr(args, f"{side}_embed_dim") for side in sides})
+    check_feature_sizes(maps.ffn, {f"--{side}-ffn-embed-dim": getattr(args, f"{side}_ffn_embed_dim") for side in sides})
+    if maps.quaternion_attention:
+        for side in sides:
+            dim, heads = getattr(args, f"{side}_embed_dim"), getattr(args, f"{side}_attention_heads")
+            if dim % (4 * heads):
+                raise ValueError(
+                    f"--quaternion-attention gives every head a quarter of each quaternion "
+                    f"component: --{side}-embed-dim {dim} must be a multiple of 4 x "
+                    f"--{side}-attention-heads {heads}"
+                )
+    return maps
+
+
 class HypercomplexTransformerModel(TransformerModel):
     """fairseq's ``transformer`` with the linear maps of its layers built as ``kind`` says."""
 
@@ -133,70 +185,25 @@ class HypercomplexTransformerModel(TransformerModel):
     @classmethod
     def add_args(cls, parser):
         super().add_args(parser)
-        if cls.kind == "phm":
-            add_linear_args(parser)
-        group = parser.add_argument_group("hypercomplex Transformer (phm-fairseq)")
-        group.add_argument(
-            "--qkv-projection", choices=["fused", "separate"],
-            help="self-attention Q, K, V: one projection of output 3 x embed_dim split three "
-                 "ways (fused, as Zhang et al. write it) or three projections (separate)",
-        )
-        group.add_argument(
-            "--dense-ffn", action="store_true",
-            help="keep the feed-forward layers dense: only the attention projections are "
-                 "hypercomplex (the 'partial' variant of Tay et al.)",
-        )
-        if cls.kind == "quaternion":
-            group.add_argument(
-                "--quaternion-attention", action="store_true",
-                help="Tay et al.'s attention: four logit maps from the Hamilton product of Q and "
-                     "K, one softmax each, each weighting its component of V",
-            )
-
-    @classmethod
-    def linear_maps(cls, cfg) -> TransformerLinearMaps:
-        spec = linear_spec_from_args(cfg, cls.kind)
-        return TransformerLinearMaps(
-            attention=spec,
-            ffn=LinearSpec() if getattr(cfg, "dense_ffn", False) else spec,
-            fused_qkv=getattr(cfg, "qkv_projection", None) == "fused",
-            quaternion_attention=getattr(cfg, "quaternion_attention", False),
-        )
+        add_hypercomplex_args(parser, cls.kind)
 
     @classmethod
     def build_model(cls, args, task):
         base_architecture(args)
-        _refuse_unsupported_flags(args)
-        maps = cls.linear_maps(args)
-        check_feature_sizes(maps.attention, {
-            "--encoder-embed-dim": args.encoder_embed_dim, "--decoder-embed-dim": args.decoder_embed_dim,
-        })
-        check_feature_sizes(maps.ffn, {
-            "--encoder-ffn-embed-dim": args.encoder_ffn_embed_dim,
-            "--decoder-ffn-embed-dim": args.decoder_ffn_embed_dim,
-        })
-        if maps.quaternion_attention:
-            for side in ("encoder", "decoder"):
-                dim, heads = getattr(args, f"{side}_embed_dim"), getattr(args, f"{side}_attention_heads")
-                if dim % (4 * heads):
-                    raise ValueError(
-                        f"--quaternion-attention gives every head a quarter of each quaternion "
-                        f"component: --{side}-embed-dim {dim} must be a multiple of 4 x "
-                        f"--{side}-attention-heads {heads}"
-                    )
+        check_hypercomplex_args(args, cls.kind)
         mark_plugin_checkpoint(args)
         return super().build_model(args, task)
 
     @classmethod
     def build_encoder(cls, args, src_dict, embed_tokens):
         cfg = TransformerConfig.from_namespace(args)
-        return HypercomplexTransformerEncoder(cfg, src_dict, embed_tokens, cls.linear_maps(cfg))
+        return HypercomplexTransformerEncoder(cfg, src_dict, embed_tokens, linear_maps_from_args(cfg, cls.kind))
 
     @classmethod
     def build_decoder(cls, args, tgt_dict, embed_tokens):
         cfg = TransformerConfig.from_namespace(args)
         return HypercomplexTransformerDecoder(
-            cfg, tgt_dict, embed_tokens, cls.linear_maps(cfg), no_encoder_attn=cfg.no_cross_attention
+            cfg, tgt_dict, embed_tokens, linear_maps_from_args(cfg, cls.kind), no_encoder_attn=cfg.no_cross_attention
         )
 
 
@@ -242,30 +249,34 @@ class DenseTransformerModel(HypercomplexTransformerModel):
 # transformer_small and transformer_base that the paper's code builds on.
 
 SIZES = {
-    "iwslt": dict(layers=2, heads=4, embed_dim=256, ffn_embed_dim=1024),
-    "base": dict(layers=4, heads=8, embed_dim=512, ffn_embed_dim=2048),
-    "demo": dict(layers=2, heads=4, embed_dim=128, ffn_embed_dim=512),
+    "iwslt": dict(layers=2, attention_heads=4, embed_dim=256, ffn_embed_dim=1024),
+    "base": dict(layers=4, attention_heads=8, embed_dim=512, ffn_embed_dim=2048),
+    "demo": dict(layers=2, attention_heads=4, embed_dim=128, ffn_embed_dim=512),
 }
-MODEL_DEFAULTS = {
-    "phm_transformer": dict(phm_n=4, phm_rule="learned", qkv_projection="fused"),
-    "quaternion_transformer": dict(qkv_projection="separate"),
-    "dense_transformer": dict(qkv_projection="separate"),
+KIND_DEFAULTS = {
+    "phm": dict(phm_n=4, phm_rule="learned", qkv_projection="fused"),  # the paper's formulation
+    "quaternion": dict(qkv_projection="separate"),
+    "dense": dict(qkv_projection="separate"),
 }
 ARCH_PREFIX = {"phm_transformer": "phm_transformer", "quaternion_transformer": "quaternion_transformer",
                "dense_transformer": "transformer_twin"}
 
 
+def set_architecture_defaults(args, kind: str, size: dict, sides=("encoder", "decoder"), extra=None) -> None:
+    """Fills in what the command line left unset: the kind's defaults, ``extra``, the ``size``
+    of each side (layers, attention_heads, embed_dim, ffn_embed_dim), then fairseq's defaults."""
+    defaults = {**KIND_DEFAULTS[kind], **(extra or {})}
+    defaults.update({f"{side}_{key}": value for side in sides for key, value in size.items()})
+    for key, value in defaults.items():
+        setattr(args, key, getattr(args, key, value))
+    base_architecture(args)
+
+
 def _register(model_name: str, size: str, extra=None):
+    kind = MODEL_REGISTRY[model_name].kind
+
     def architecture(args):
-        for key, value in {**MODEL_DEFAULTS[model_name], **(extra or {})}.items():
-            setattr(args, key, getattr(args, key, value))
-        dims = SIZES[size]
-        for side in ("encoder", "decoder"):
-            setattr(args, f"{side}_layers", getattr(args, f"{side}_layers", dims["layers"]))
-            setattr(args, f"{side}_attention_heads", getattr(args, f"{side}_attention_heads", dims["heads"]))
-            setattr(args, f"{side}_embed_dim", getattr(args, f"{side}_embed_dim", dims["embed_dim"]))
-            setattr(args, f"{side}_ffn_embed_dim", getattr(args, f"{side}_ffn_embed_dim", dims["ffn_embed_dim"]))
-        base_architecture(args)
+        set_architecture_defaults(args, kind, SIZES[size], extra=extra)
 
     suffix = "_partial" if extra and extra.get("dense_ffn") else ""
     name = f"{ARCH_PREFIX[model_name]}{suffix}_{size}"
@@ -274,7 +285,7 @@ def _register(model_name: str, size: str, extra=None):
         register_model_architecture(model_name, model_name)(architecture)
 
 
-for _model in MODEL_DEFAULTS:
+for _model in ARCH_PREFIX:
     for _size in SIZES:
         _register(_model, _size)
 for _size in SIZES:

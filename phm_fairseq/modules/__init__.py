@@ -5,7 +5,7 @@ from .hypercomplex_lstm import GATE_LAYOUTS, HypercomplexLSTM
 from .linear_spec import KINDS, LinearSpec
 from .parameter_count import ParameterCount, count_parameters
 from .phm_linear import RULES, PHMLinear, QuaternionLinear, kronecker_sum
-from .pooling import max_mean_pool
+from .pooling import max_mean_pool, mean_pool
 
 __all__ = [
     "ALGEBRAS",
@@ -20,6 +20,7 @@ __all__ = [
     "count_parameters",
     "kronecker_sum",
     "max_mean_pool",
+    "mean_pool",
     "multiplication_rule",
     "structure_constants",
 ]

@@ -1,3 +1,3 @@
 """tasks of the plugin, registered with fairseq on import."""
 
-from . import nli  # noqa: F401
+from . import nli, sentence_classification  # noqa: F401

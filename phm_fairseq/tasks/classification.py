@@ -1,14 +1,17 @@
 """What every classification task of the plugin shares: labels, label files, complete batches.
 
 A data directory holds ``labels.txt`` (the label set, one a line, in a fixed order: label i is
-class i) and ``SPLIT.label`` (one label a line, aligned with the split's examples). Subclasses
-load the inputs; ``phm-evaluate`` scores any task built on this one.
+class i), ``SPLIT.label`` (one label a line, aligned with the split's examples) and the inputs
+as fairseq-preprocess writes them (``dict.txt``, ``SPLIT.bin``, ``SPLIT.idx``, in a subfolder
+per input where there are several). Subclasses assemble the batches; ``phm-evaluate`` scores
+any task built on this one.
 """
 
 import logging
 import os
 
 import numpy as np
+from fairseq.data import SortDataset, StripTokenDataset, data_utils
 from fairseq.tasks import LegacyFairseqTask
 
 logger = logging.getLogger(__name__)
@@ -56,6 +59,24 @@ class ClassificationTask(LegacyFairseqTask):
             raise ValueError(f"{path} has {len(targets)} labels for {expected} examples")
         return np.array(targets, dtype=np.int64)
 
+    def load_sentences(self, split: str, part: str = ""):
+        """The token sequences of ``split`` (of the input in subfolder ``part``), without the
+        end-of-sentence token that fairseq-preprocess appends."""
+        path = os.path.join(self.args.data, part, split)
+        dataset = data_utils.load_indexed_dataset(path, self.dictionary, combine=False)
+        if dataset is None:
+            raise FileNotFoundError(f"{path}.bin/.idx not found: the data directory has no {split!r} split")
+        return StripTokenDataset(dataset, self.dictionary.eos())
+
+    def set_dataset(self, split: str, dataset, sizes: np.ndarray, epoch: int = 1):
+        """Makes ``dataset`` the split, in batches of similar lengths (less padding), shuffled
+        among equal lengths."""
+        with data_utils.numpy_seed(self.args.seed, epoch):
+            shuffle = np.random.permutation(len(dataset))
+        self.datasets[split] = SortDataset(dataset, sort_order=[shuffle, sizes])
+        logger.info(f"{split}: {len(dataset)} examples")
+        return self.datasets[split]
+
     def load_state_dict(self, state_dict):
         saved = state_dict.get("labels")
         if saved is not None and list(saved) != list(self.labels):
@@ -72,7 +93,7 @@ class ClassificationTask(LegacyFairseqTask):
         return super().get_batch_iterator(*args, **kwargs)
 
     def max_positions(self):
-        return None  # recurrent encoders: no length limit, nothing filtered out
+        return None  # the model's limit alone (none for recurrent encoders): nothing else is filtered out
 
     @property
     def source_dictionary(self):

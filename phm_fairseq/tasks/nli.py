@@ -19,9 +19,6 @@ from fairseq.data import (
     NumSamplesDataset,
     RawLabelDataset,
     RightPadDataset,
-    SortDataset,
-    StripTokenDataset,
-    data_utils,
 )
 from fairseq.tasks import register_task
 
@@ -66,15 +63,8 @@ class NLITask(ClassificationTask):
         logger.info(f"dictionary: {len(dictionary)} types; labels: {', '.join(labels)}")
         return cls(args, dictionary, labels)
 
-    def load_sentences(self, part: str, split: str):
-        path = os.path.join(self.args.data, part, split)
-        dataset = data_utils.load_indexed_dataset(path, self.dictionary, combine=False)
-        if dataset is None:
-            raise FileNotFoundError(f"{path}.bin/.idx not found: the data directory has no {split!r} split")
-        return StripTokenDataset(dataset, self.dictionary.eos())
-
     def load_dataset(self, split, epoch=1, combine=False, **kwargs):
-        premise, hypothesis = self.load_sentences("premise", split), self.load_sentences("hypothesis", split)
+        premise, hypothesis = self.load_sentences(split, "premise"), self.load_sentences(split, "hypothesis")
         if len(premise) != len(hypothesis):
             raise ValueError(f"{split}: {len(premise)} premises but {len(hypothesis)} hypotheses")
         pad = self.dictionary.pad()
@@ -94,9 +84,4 @@ class NLITask(ClassificationTask):
             },
             sizes=[sizes],
         )
-        # Batches of similar lengths (fewer idle recurrent steps), shuffled among equal lengths.
-        with data_utils.numpy_seed(self.args.seed, epoch):
-            shuffle = np.random.permutation(len(dataset))
-        self.datasets[split] = SortDataset(dataset, sort_order=[shuffle, sizes])
-        logger.info(f"{split}: {len(dataset)} examples")
-        return self.datasets[split]
+        return self.set_dataset(split, dataset, sizes, epoch)
