@@ -3,7 +3,7 @@
     python benchmarks/bench_linear.py                       # fp32 on this CPU
     python benchmarks/bench_linear.py --device cuda --dtype bfloat16
 
-Writes results/linear_<device>_<dtype>.{json,md,png}. Targets (issue 2): forward+backward
+Writes benchmarks/results/linear_<device>_<dtype>.{json,md,png}. Targets (issue 2): forward+backward
 <= 1.10x dense, eval forward <= 1.03x dense (H cached in eval mode).
 """
 

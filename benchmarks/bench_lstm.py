@@ -3,7 +3,7 @@
     python benchmarks/bench_lstm.py                   # 300 -> 300, length 30, batch 256, this CPU
     python benchmarks/bench_lstm.py --device cuda
 
-Writes results/lstm_<device>.{json,md,png}. Target (issue 4): forward+backward <= 1.15x nn.LSTM.
+Writes benchmarks/results/lstm_<device>.{json,md,png}. Target (issue 4): forward+backward <= 1.15x nn.LSTM.
 Every HypercomplexLSTM builds its gate matrices once per forward and runs PyTorch's fused LSTM op.
 """
 

@@ -4,7 +4,7 @@ same data and dims: training words/s, generation sentences/s, peak training memo
     python benchmarks/bench_translation.py                 # Multi30k en-de, the paper's IWSLT size
     python benchmarks/bench_translation.py --device cuda   # the same on a GPU
 
-Writes results/translation_<device>.{json,md,png}. Targets (issue 3): training words/s >= 0.95x
+Writes benchmarks/results/translation_<device>.{json,md,png}. Targets (issue 3): training words/s >= 0.95x
 the dense twin (the paper's Table 3 has 0.96x at n=4), generation sentences/s >= 1.0x.
 Training times the same batches for every model, in alternating rounds; generation decodes
 the same test sentences with beam 5 and every output forced to the same length (min = max),
