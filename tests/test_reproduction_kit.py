@@ -7,7 +7,7 @@ import pytest
 import yaml
 from conftest import console, run_command
 
-from phm_fairseq.cli.run import ConfigError, load_config
+from phm_fairseq.cli.run import ConfigError, load_config, training_speed
 
 TINY = {"encoder-layers": 1, "decoder-layers": 1, "encoder-embed-dim": 32, "decoder-embed-dim": 32,
         "encoder-ffn-embed-dim": 64, "decoder-ffn-embed-dim": 64, "encoder-attention-heads": 2,
@@ -46,7 +46,11 @@ def test_every_config_and_seed_runs_once_and_then_is_skipped(grid):
     result = json.loads(results[0].read_text())
     assert result["seed"] == 1 and result["arch"] == "phm_transformer_demo"
     assert result["evaluation"]["metric"] == "bleu" and result["evaluation"]["examples"] == 64
-    assert "--seed 1" in result["training"]["command"] and result["training"]["updates"] == 40
+    training = result["training"]
+    assert "--seed 1" in training["command"] and training["updates"] == 40
+    # 40 tiny updates take well under a second: fairseq prints train_wall 0, the speed must not be
+    assert training["words_per_second"] > 0
+    assert training["seconds_per_100_updates"] == pytest.approx(100 * training["train_seconds"] / 40, rel=0.01)
     assert result["parameters"]["without_embeddings"] < result["parameters"]["dense_without_embeddings"]
     again = run_command(console("phm-run"), configs, "--runs-dir", runs, "--seeds", "1", "2")
     assert again.stdout.count("done already") == 4 and "fairseq-train" not in again.stdout
@@ -73,6 +77,22 @@ def test_collect_makes_the_papers_table_from_the_runs(grid, tmp_path):
     assert f"| phm_n2 | {mean['phm_n2']} ± " in table and "(99.9)" in table  # mean ± std (paper)
     assert table.count("fairseq-train") == 4 and table.count("fairseq-generate") == 4
     assert (tmp_path / "report.png").stat().st_size > 0 and (tmp_path / "report.curves.png").stat().st_size > 0
+
+
+def test_training_speed_of_a_resumed_run_counts_only_its_own_updates():
+    # fairseq-train's own lines, from a run resumed at the end of epoch 3
+    log = """\
+2026-11-21 08:40:44 | INFO | fairseq.trainer | Loaded checkpoint ck/checkpoint_last.pt (epoch 3 @ 303 updates)
+2026-11-21 08:42:54 | INFO | train | epoch 004 | loss 7.795 | wps 1952.6 | ups 0.79 | wpb 2481.8 | bsz 182.1 | num_updates 404 | lr 0.0014072 | gnorm 0.733 | train_wall 125 | wall 131
+2026-11-21 08:43:02 | INFO | valid | epoch 004 | valid on 'valid' subset | loss 7.5 | num_updates 404
+2026-11-21 08:44:50 | INFO | train | epoch 005 | loss 7.401 | wps 2170.4 | ups 0.87 | wpb 2481.8 | bsz 182.1 | num_updates 505 | lr 0.00125863 | gnorm 0.753 | train_wall 111 | wall 246
+2026-11-21 08:44:51 | INFO | train | epoch 006 | loss 0.9 | wps 9791.5 | ups 41.33 | wpb 234.6 | bsz 31.8 | num_updates 527 | lr 0.001 | gnorm 4.923 | train_wall 0 | wall 247
+"""
+    speed = training_speed(log)
+    seconds = 125 + 111 + 22 / 41.33  # whole seconds where they are precise, updates / ups where not
+    assert speed["train_seconds"] == pytest.approx(seconds, abs=0.01)
+    assert speed["seconds_per_100_updates"] == pytest.approx(100 * seconds / 224)
+    assert speed["words_per_second"] == pytest.approx((2481.8 * 202 + 234.6 * 22) / seconds)
 
 
 def test_config_errors_are_clear(tmp_path):

@@ -139,6 +139,29 @@ def fairseq_log_stats(log: str, tag: str) -> list:
     return stats
 
 
+def training_speed(log: str) -> dict:
+    """Seconds in training steps (not validation or checkpointing) and words per second over the
+    epochs this fairseq-train process ran, from its epoch summaries. A resumed run counts only
+    the updates after the checkpoint it loaded."""
+    resumed = re.search(r"Loaded checkpoint .* @ (\d+) updates\)", log)
+    previous = int(resumed.group(1)) if resumed else 0
+    seconds = words = updates = 0
+    for epoch in fairseq_log_stats(log, "train"):
+        count = int(epoch["num_updates"]) - previous
+        previous = int(epoch["num_updates"])
+        # fairseq prints train_wall in whole seconds and ups to two decimals: take the more
+        # precise of the two (short epochs have train_wall 0)
+        wall, ups = epoch.get("train_wall", 0), epoch.get("ups", 0)
+        seconds += wall if ups == 0 or 0.5 / max(wall, 1e-9) < 0.005 / ups else count / ups
+        words += epoch.get("wpb", 0) * count
+        updates += count
+    return {
+        "train_seconds": round(seconds, 2),
+        "seconds_per_100_updates": 100 * seconds / updates if updates and seconds else None,
+        "words_per_second": words / seconds if seconds else None,
+    }
+
+
 def train(config: dict, fields: dict, run_dir: Path) -> dict:
     train_options = dict(config["train"])
     command = [
@@ -151,17 +174,11 @@ def train(config: dict, fields: dict, run_dir: Path) -> dict:
     epochs = fairseq_log_stats(log, "train")
     valid = fairseq_log_stats(log, "valid")
     last = epochs[-1] if epochs else {}
-    # train_wall: seconds spent in training steps (not validation or checkpointing)
-    seconds = sum(e.get("train_wall", 0) for e in epochs)
-    updates = int(last.get("num_updates", 0))
     return {
         "command": shlex.join(command),
-        "updates": updates,
+        "updates": int(last.get("num_updates", 0)),
         "epochs": len(epochs),
-        "train_seconds": seconds,
-        "seconds_per_100_updates": 100 * seconds / updates if updates else None,
-        "words_per_second": sum(e.get("wps", 0) * e.get("train_wall", 0) for e in epochs) / seconds
-        if seconds else None,
+        **training_speed(log),
         "final_train_loss": last.get("loss"),
         "best_valid_loss": min((v["loss"] for v in valid if "loss" in v), default=None),
         "wall_seconds": round(time.time() - started, 1),
