@@ -69,6 +69,9 @@ def training_step(model, criterion, optimizer, samples):
     position = [0]
 
     def step():
+        # each closure sets its model's mode: the dense twin's generation (eval) is timed
+        # between its training steps, and eval mode would drop dropout from them
+        model.train()
         sample = samples[position[0] % len(samples)]
         position[0] += 1
         loss, _, _ = criterion(model, sample)
@@ -83,6 +86,7 @@ def generation(model, task, samples, length):
         [model], argparse.Namespace(beam=5, lenpen=0.6, min_len=length, max_len_a=0, max_len_b=length))
 
     def generate():
+        model.eval()
         with torch.no_grad():
             for sample in samples:
                 generator.generate([model], sample)
