@@ -17,8 +17,10 @@ demo: install
 results: install
 	$(VENV)/bin/phm-run configs/small/multi30k configs/small/shakespeare
 	$(VENV)/bin/phm-run configs/small/sick configs/small/sva --seeds 1 2
-	for table in multi30k shakespeare sick sva; do \
-	  $(VENV)/bin/phm-collect work/runs/small/$$table --out results/$$table || exit 1; done
+	$(VENV)/bin/phm-collect work/runs/small/multi30k --out results/multi30k --title "Multi30k en-de (small budget): BLEU on test2016"
+	$(VENV)/bin/phm-collect work/runs/small/shakespeare --out results/shakespeare --title "Modern -> Shakespeare (small budget): BLEU on the valid split"
+	$(VENV)/bin/phm-collect work/runs/small/sick --out results/sick --title "SICK (small budget): accuracy on SICK trial"
+	$(VENV)/bin/phm-collect work/runs/small/sva --out results/sva --title "Subject-verb agreement, the shared 1,000-row sample (small budget)"
 
 test: install
 	$(PY) -m pytest
