@@ -12,10 +12,10 @@ from checkpoints/checkpoint_last.pt (fairseq-train's own resume).
 
 A config is YAML:
 
-    description: "Table 2, IWSLT'14 de-en, PHM-Transformer n=4"
-    paper: {bleu: 35.5}               # the paper's figures for this row (optional)
+    description: "Table 3, IWSLT'14 de-en speed, PHM-Transformer n=4"
+    paper: {seconds_per_100_updates: 7.92, inference_seconds: 299}   # the paper's figures (optional)
     data: data-bin/iwslt14.de-en      # relative to the working directory
-    prepare: bash data-prep/iwslt14.sh --pair de-en   # run when `data` has no dictionary
+    prepare: bash data-prep/iwslt14.sh -s de -t en   # run when `data` has no dictionary
     seed: 1                           # --seeds S [S ...] runs every config once per seed instead
     count_module: encoder.lstm        # also count this submodule's parameters (the paper's figure; optional)
     train: {task: translation, arch: phm_transformer_iwslt, phm-n: 4, ...}  # fairseq-train options
