@@ -6,6 +6,7 @@ so the layer has out*in/n + n^3 weights instead of out*in.
 """
 
 import math
+from typing import Optional, Tuple
 
 import torch
 import torch.nn.functional as F
@@ -27,6 +28,45 @@ def kronecker_sum(A: Tensor, S: Tensor) -> Tensor:
     return torch.einsum("irc,ipq->rpcq", A, S).reshape(n * k, n * d)
 
 
+def kronecker_sum_linear(input: Tensor, A: Tensor, S: Tensor, bias: Optional[Tensor] = None) -> Tensor:
+    """``F.linear(input, kronecker_sum(A, S), bias)`` without building H.
+
+    With the input split into n blocks x_c, output block r is y_r = sum_i S_i (sum_c A_i[r, c] x_c):
+    the dense layer's multiply-adds, plus n^2 per feature of the smaller side for the mix by A, while
+    reading only S (1/n of H's entries) and using each S_i for n blocks at once. It pays when few
+    rows pass (decoding: a beam's rows per step), where multiplying by H is bound by reading H.
+    """
+    n, k, d = S.shape  # k = out_features / n, d = in_features / n
+    x = input.reshape(-1, n, d)
+    rows = x.shape[0]
+    if d <= k:  # mix the input blocks by A, then one batched product with the S_i, summed over i
+        z = torch.matmul(A.reshape(n * n, n), x)  # (rows, i * n + r, d) = sum_c A[i, r, c] x_c
+        z = z.view(rows, n, n, d).transpose(0, 1).reshape(n, rows * n, d)
+        y = torch.bmm(z, S.transpose(1, 2)).sum(0)  # (rows * n, k): row (b, r) is y_r of row b
+    else:  # the S_i first, on every input block, then mix the output blocks by A
+        products = torch.matmul(x.reshape(1, rows * n, d), S.transpose(1, 2))  # (i, rows * c, k)
+        products = products.view(n, rows, n, k).transpose(0, 1).reshape(rows, n * n, k)
+        y = torch.matmul(A.transpose(0, 1).reshape(n, n * n), products)  # (rows, r, k)
+    y = y.reshape(*input.shape[:-1], n * k)
+    # as F.linear under autocast, the bias joins in the product's dtype
+    return y if bias is None else y + bias.to(y.dtype)
+
+
+def factored_crossover(in_features: int, out_features: int, n: int) -> int:
+    """The most input rows for which the factored product beats the product with a cached H.
+
+    PLACEHOLDER, to be measured.
+    """
+    return 0 if n == 1 else 8
+
+
+def _same_values(tensors, copies) -> bool:
+    return copies is not None and all(
+        t.shape == c.shape and t.dtype == c.dtype and t.device == c.device and torch.equal(t, c)
+        for t, c in zip(tensors, copies)
+    )
+
+
 class PHMLinear(nn.Module):
     """Parameterized hypercomplex multiplication layer: an ``nn.Linear`` with 1/n of the weights.
 
@@ -38,11 +78,18 @@ class PHMLinear(nn.Module):
         gain: the init targets the variance of ``nn.init.xavier_uniform_(W, gain)``.
 
     ``weight`` is H, built on access; fairseq's attention reads it directly. In eval mode
-    under ``torch.no_grad()`` H is built once and reused until a parameter changes.
+    under ``torch.no_grad()`` H is built once and reused until a parameter changes. A forward
+    of few rows (decoding) skips H and multiplies by A and S directly, reading 1/n of the bytes
+    (``kronecker_sum_linear``; see ``factored_max_rows``); both paths give F.linear(x, H, b).
     """
 
     __constants__ = ["in_features", "out_features", "n"]
     __jit_unused_properties__ = ["weight"]
+
+    factored_max_rows: Optional[int] = None
+    """Inputs of at most this many rows (the product of the leading dims) are multiplied in factored
+    form (``kronecker_sum_linear``), larger ones by H. None: ``factored_crossover`` of the layer's
+    shape, measured on CPU; set it on the class or on one layer to override (0: always H)."""
 
     def __init__(
         self,
@@ -71,8 +118,7 @@ class PHMLinear(nn.Module):
         else:
             self.A = nn.Parameter(torch.empty(n, n, n, **factory))
         self.bias = nn.Parameter(torch.empty(out_features, **factory)) if bias else None
-        self._cached_weight = None
-        self._cache_key = None
+        self._cached_weight = self._cache_sources = None
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
@@ -103,26 +149,35 @@ class PHMLinear(nn.Module):
     def weight(self) -> Tensor:
         if self.training or torch.is_grad_enabled():
             return self.build_weight()
-        # An optimizer step, load_state_dict or any in-place edit bumps a version counter,
-        # assigning a new Parameter changes its identity; _apply and train() drop the cache.
-        key = (self.A, self.S, self.A._version, self.S._version)
-        if not self._cache_matches(key):
-            self._cached_weight, self._cache_key = self.build_weight(), key
+        # Reused while A and S hold the values it was built from. Version counters and identities
+        # do not tell: fairseq's Adam writes through .data, fused optimizers and
+        # vector_to_parameters write without bumping them. Comparing with a copy reads 2/n of
+        # H's size, nothing against the product with H that follows.
+        sources = self._weight_sources()
+        if self._cached_weight is None or not _same_values(sources, self._cache_sources):
+            self._cached_weight = self.build_weight()
+            self._cache_sources = tuple(t.detach().clone() for t in sources)
         return self._cached_weight
 
-    def _cache_matches(self, key) -> bool:
-        if self._cache_key is None:
-            return False
-        A, S, *versions = self._cache_key
-        return A is key[0] and S is key[1] and versions == list(key[2:])
+    def _weight_sources(self) -> Tuple[Tensor, ...]:
+        """The tensors H is built from."""
+        return self.A, self.S
 
     def forward(self, input: Tensor) -> Tensor:
         if torch.jit.is_scripting():
             return F.linear(input, self.build_weight(), self.bias)
+        if input.numel() <= self.factored_rows_limit() * self.in_features:
+            return kronecker_sum_linear(input, self.A, self.S, self.bias)
         return F.linear(input, self.weight, self.bias)
 
+    def factored_rows_limit(self) -> int:
+        """Inputs of at most this many rows take the factored product, more rows the product with H."""
+        if self.factored_max_rows is not None:
+            return self.factored_max_rows
+        return factored_crossover(self.in_features, self.out_features, self.n)
+
     def clear_cache(self) -> None:
-        self._cached_weight = self._cache_key = None
+        self._cached_weight = self._cache_sources = None
 
     def train(self, mode: bool = True):
         self.clear_cache()
