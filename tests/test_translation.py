@@ -78,9 +78,15 @@ def batch_of(task, size):
     return dataset.collater([dataset[i] for i in range(size)])["net_input"]
 
 
-def test_beam_search_equals_full_re_decoding_and_incremental_steps_equal_full_pass(trained):
+@pytest.mark.parametrize("product", ["factored", "cached H"])
+def test_beam_search_equals_full_re_decoding_and_incremental_steps_equal_full_pass(trained, product, monkeypatch):
     from fairseq.models import FairseqDecoder
 
+    from phm_fairseq.modules import PHMLinear
+
+    # every hypercomplex map takes one product, whatever the number of rows (decoding takes the
+    # factored one on its own when few rows pass)
+    monkeypatch.setattr(PHMLinear, "factored_max_rows", 10**9 if product == "factored" else 0)
     _name, checkpoint, _log = trained
     model, task = load(checkpoint)
     net_input = batch_of(task, 8)
@@ -115,6 +121,24 @@ def test_beam_search_equals_full_re_decoding_and_incremental_steps_equal_full_pa
         assert [h["tokens"].tolist() for h in incremental] == [h["tokens"].tolist() for h in full_hyps]
         torch.testing.assert_close(torch.stack([h["score"] for h in incremental]),
                                    torch.stack([h["score"] for h in full_hyps]), rtol=1e-4, atol=1e-4)
+
+
+def test_the_product_path_does_not_change_what_is_decoded(trained, monkeypatch):
+    from phm_fairseq.modules import PHMLinear
+
+    _name, checkpoint, _log = trained
+    model, task = load(checkpoint)
+    net_input = batch_of(task, 3)
+    decoded = {}
+    for product, limit in (("factored", 10**9), ("cached H", 0)):
+        monkeypatch.setattr(PHMLinear, "factored_max_rows", limit)
+        generator = task.build_generator([model], type("Args", (), {"beam": 5, "lenpen": 0.6})())
+        with torch.no_grad():
+            decoded[product] = generator.generate([model], {"net_input": net_input})
+    for factored, cached in zip(decoded["factored"], decoded["cached H"]):
+        assert [h["tokens"].tolist() for h in factored] == [h["tokens"].tolist() for h in cached]
+        torch.testing.assert_close(torch.stack([h["score"] for h in factored]),
+                                   torch.stack([h["score"] for h in cached]), rtol=1e-5, atol=1e-5)
 
 
 def test_torchscript_export_of_the_dense_equivalent(trained):
