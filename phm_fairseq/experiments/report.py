@@ -133,7 +133,9 @@ def mean_of(runs) -> dict:
         "eval_examples_per_s": round(mean(e.examples_per_second for e in evaluation) or 0, 1),
         "inference_seconds": round(inference, 1) if inference else None,
         "paper_inference_seconds": paper.get("inference_seconds"),
-        "updates": int(mean(t.updates for t in training)),
+        # an epoch's row: the updates of its checkpoint
+        "updates": int(mean(e.updates if e.epoch is not None and e.updates else t.updates
+                            for e, t in zip(evaluation, training))),
         "train_commands": [t.command for t in training],
         "evaluate_commands": [e.command for e in evaluation],
     }

@@ -83,6 +83,7 @@ class Evaluation:
     seconds: typing.Optional[float] = None
     checkpoint: typing.Optional[str] = None  # the checkpoint it scored (checkpoint_best.pt, checkpointN.pt)
     epoch: typing.Optional[int] = None  # set for evaluate.epochs: the end of this epoch
+    updates: typing.Optional[int] = None  # (evaluate.epochs) the updates of that checkpoint
     sacrebleu: typing.Optional[str] = None  # bleu: sacrebleu's score line and signature
     accuracy: typing.Optional[float] = None  # accuracy: phm-evaluate's report
     labels: typing.Optional[typing.List[str]] = None

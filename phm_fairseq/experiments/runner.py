@@ -150,6 +150,7 @@ class Runner:
                 raise RunError(f"{config.path}: evaluate.epochs asks for epoch {epoch}, but the training saved no "
                                f"{checkpoint} (its epoch checkpoints: {', '.join(saved) or 'none'})")
             epochs.append(evaluation.evaluate(config, fields, run_dir, checkpoint, epoch=epoch))
+            epochs[-1].updates = saved_updates(checkpoint)
 
         from phm_fairseq.provenance import environment
 
@@ -204,19 +205,23 @@ def train(config: Config, fields: dict, run_dir: Path, data: str, init_checkpoin
     if init_checkpoint:
         command += ["--finetune-from-model", str(init_checkpoint)]
     started = time.time()
-    finished = commands.run(command, run_dir / "train.log", check=False)
     crashed = None
-    if finished.returncode:
-        this_process = TrainingLog.parse(finished.output)
-        saved = saved_updates(checkpoints / "checkpoint_last.pt")
-        if not (this_process.done and saved is not None and saved == this_process.final_updates):
+    saved = saved_updates(checkpoints / "checkpoint_last.pt")
+    max_update = config.train.get("max-update")
+    if saved is not None and isinstance(max_update, int) and saved >= max_update and (run_dir / "train.log").exists():
+        # resuming a finished run, fairseq-train would train one update past max-update
+        print(f"== {config.path.name}: checkpoint_last.pt is at update {saved} (train.max-update {max_update}): "
+              "the training finished already", flush=True)
+        finished = None
+    else:
+        finished = commands.run(command, run_dir / "train.log", check=False)
+    if finished and finished.returncode:
+        updates = completed_updates(finished.output, checkpoints / "checkpoint_last.pt")
+        if updates is None:
             raise CommandFailed(finished.command, finished.returncode, run_dir / "train.log", finished.stderr_tail)
-        # fairseq-train sometimes aborts at interpreter exit ("terminate called without an active
-        # exception", -6) after it logged "done training" and saved its final checkpoint: the
-        # training is complete, and the result says how the process ended
         crashed = ExitAfterTraining(returncode=finished.returncode, stderr_tail=finished.stderr_tail)
         print(f"== {config.path.name}: fairseq-train exited with code {finished.returncode} AFTER it finished "
-              f"training (\"done training\" logged, checkpoint_last.pt at update {saved}): the training is "
+              f"training (\"done training\" logged, checkpoint_last.pt at update {updates}): the training is "
               "complete and is kept; result.json records the exit (training.crashed_at_exit)", flush=True)
     log = TrainingLog.parse((run_dir / "train.log").read_text(encoding="utf-8"))
     last = log.epochs[-1] if log.epochs else {}
@@ -228,6 +233,20 @@ def train(config: Config, fields: dict, run_dir: Path, data: str, init_checkpoin
         wall_seconds=round(time.time() - started, 1), resumed_from_updates=log.resumed_from_updates,
         curve=log.curve(), crashed_at_exit=crashed, data=data if data != config.data else None,
     )
+
+
+def completed_updates(output: str, checkpoint: Path):
+    """The final update count, where fairseq-train's output and its last checkpoint show that the
+    training finished; else None.
+
+    fairseq-train sometimes aborts at interpreter exit ("terminate called without an active
+    exception", code -6) after it logged "done training" and saved its final checkpoint: such a
+    training is complete. It is told from a failed one by both signs: the "done training" record,
+    and checkpoint_last.pt holding the update count that the log reports last."""
+    log = TrainingLog.parse(output)
+    if not log.done or log.final_updates is None:
+        return None
+    return log.final_updates if saved_updates(checkpoint) == log.final_updates else None
 
 
 def check_checkpoints(run_dir: Path, fingerprint: Fingerprint, config: Config) -> None:
