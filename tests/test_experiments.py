@@ -28,8 +28,9 @@ TINY = {"encoder-layers": 1, "decoder-layers": 1, "encoder-embed-dim": 32, "deco
 
 @pytest.fixture(scope="module")
 def kit(tmp_path_factory):
-    """A 200-pair copy task, configs/kit/_base.yaml and teacher.yaml (a dense model, 20 updates),
-    and the teacher's run by phm-run."""
+    """A 200-pair copy task, configs/kit/_base.yaml, teacher.yaml (a dense model, 20 updates) and
+    student.yaml (fine-tuned from the teacher's last checkpoint), run by phm-run student.yaml: the
+    teacher's run is not done, so it runs first."""
     root = tmp_path_factory.mktemp("experiments")
     raw = root / "raw"
     raw.mkdir()
@@ -53,8 +54,12 @@ def kit(tmp_path_factory):
     }
     (configs / "_base.yaml").write_text(yaml.safe_dump(base, sort_keys=False))
     (configs / "teacher.yaml").write_text("extends: _base.yaml\ntrain: {arch: transformer_twin_demo}\n")
+    (configs / "student.yaml").write_text(
+        "extends: _base.yaml\nteacher: teacher.yaml\n"
+        "init: {command: 'cp {teacher}/checkpoints/checkpoint_last.pt {run}/start.pt', checkpoint: '{run}/start.pt'}\n"
+        "train: {arch: transformer_twin_demo, max-update: 25}\n")
     runs = root / "runs"
-    out = run_command(console("phm-run"), configs / "teacher.yaml", "--runs-dir", runs, timeout=900)
+    out = run_command(console("phm-run"), configs / "student.yaml", "--runs-dir", runs, timeout=900)
     return {"root": root, "configs": configs, "runs": runs, "raw": raw, "data": root / "bin",
             "teacher": runs / "kit" / "teacher" / "seed1", "stdout": out.stdout}
 
@@ -331,18 +336,14 @@ def test_init_and_evaluation_after_each_epoch(kit, tmp_path):
     assert int(rows["finetuned@1ep"]["updates"]) == result.epoch_evaluations[0].updates
 
 
-def test_a_teacher_that_is_not_done_runs_first(kit, tmp_path, capsys):
-    runs = tmp_path / "runs"  # no teacher run here yet
-    config = write_config(kit, "student_of_new.yaml", (
-        "extends: _base.yaml\nteacher: teacher.yaml\n"
-        "init: {command: 'cp {teacher}/checkpoints/checkpoint_last.pt {run}/start.pt', checkpoint: '{run}/start.pt'}\n"
-        "train: {arch: transformer_twin_demo, max-update: 25}\n"))
-    result = Runner(runs).run(load_config(config))
-    out = capsys.readouterr().out
-    assert out.index("teacher.yaml (seed 1) first") < out.index("== teacher.yaml: training")
-    assert (runs / "kit" / "teacher" / "seed1" / "result.json").exists()
+def test_a_teacher_that_is_not_done_runs_first(kit):
+    out = kit["stdout"]
+    assert out.index("its teacher teacher.yaml (seed 1) first") < out.index("== teacher.yaml: training")
+    assert out.index("== teacher.yaml: training") < out.index("== student.yaml: init") < out.index("== student.yaml: training")
+    result = Result.read(kit["runs"] / "kit" / "student" / "seed1" / "result.json")
+    assert result.teacher.run == str(kit["teacher"]) and result.init.checkpoint.endswith("start.pt")
     # the fine-tuning counts its own updates from 0 (fairseq resets them with --finetune-from-model)
-    assert result.training.updates == 25 and result.init.checkpoint.endswith("start.pt")
+    assert result.training.updates == 25 and result.training.curve["train"][0][0] == 5
 
 
 # --- phm-params on bad checkpoint paths --------------------------------------------------------
