@@ -68,9 +68,11 @@ def run(command: list, log: Path, check: bool = True, quiet: bool = False, tail:
     print(f"$ {shlex.join(command)}", flush=True)
     stdout, stderr = [], []
     lock = threading.Lock()
-    with open(log, "a", encoding="utf-8") as log_file, subprocess.Popen(
-        command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=environment()
-    ) as process:
+    try:
+        process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=environment())
+    except OSError as error:  # e.g. a command that is not installed
+        raise CommandFailed(command, 127, log, [str(error)]) from None
+    with open(log, "a", encoding="utf-8") as log_file, process:
         log_file.write(f"$ {shlex.join(command)}\n")
 
         def pump(stream, lines, console):

@@ -86,7 +86,11 @@ def run_rows(results) -> list:
     for entry in results:
         groups.setdefault((entry.column, entry.row), []).append(entry)
     # the dense model of a corpus: its checkpoint_best.pt rows (not its epochs)
-    dense = {column: mean_of(runs) for (column, row), runs in groups.items() if is_dense(runs[0]) and "@" not in row}
+    # (the first in the paper's order where a corpus has several, e.g. a distilled dense student)
+    dense = {}
+    for (column, row), runs in sorted(groups.items(), key=lambda item: row_order(item[0][1])):
+        if is_dense(runs[0]) and "@" not in row:
+            dense.setdefault(column, mean_of(runs))
     rows = []
     for (column, name), runs in groups.items():
         row = mean_of(runs)

@@ -95,13 +95,13 @@ class Runner:
             return self.done[config.path, config.seed]
         name = config.path.name
         run_dir = run_directory(config.path, self.runs_dir, config.seed)
-        teacher_config = teacher_result = None
+        teacher_config = None
         if config.teacher:
             teacher_config = load_config(config.teacher).with_seed(config.seed)
             print(f"== {name}: its teacher {teacher_config.path.name} (seed {config.seed}) first", flush=True)
-            teacher_result = self.run(teacher_config, force=False)
+            self.run(teacher_config, force=False)
         fields = {"data": config.data, "run": str(run_dir)}
-        if teacher_result:
+        if teacher_config:
             fields["teacher"] = str(run_directory(teacher_config.path, self.runs_dir, config.seed))
         fingerprint = self.fingerprint(config)
 
@@ -124,16 +124,15 @@ class Runner:
             print(f"== {name}: preparing {config.data}", flush=True)
             commands.run_shell(prepared, run_dir / "prepare.log")
 
-        distillation = None
-        train_data = config.data
-        if config.distill is not None:
-            folder, distillation = distilled_data(config, teacher_config, Path(fields["teacher"]), teacher_result.fingerprint)
-            train_data = str(folder)
-
         if previous and previous.fingerprint == fingerprint.sha256:
             print(f"== {name}: trained already (the same training fingerprint): evaluating again", flush=True)
-            training, init = previous.training, previous.init
+            training, init, distillation = previous.training, previous.init, previous.distillation
         else:
+            distillation, train_data = None, config.data
+            if config.distill is not None:
+                folder, distillation = distilled_data(config, teacher_config, Path(fields["teacher"]),
+                                                      self.fingerprint(teacher_config).sha256)
+                train_data = str(folder)
             fingerprint.write(run_dir / CHECKPOINTS, config.path)
             init = self._init(config, fields, run_dir)
             print(f"== {name}: training", flush=True)
@@ -161,8 +160,8 @@ class Runner:
             training=training, evaluation=best, epoch_evaluations=epochs,
             environment=from_json(Environment, environment()),
             fingerprint=fingerprint.sha256, config_values=config.values,
-            teacher=Teacher(config=str(teacher_config.path), run=fields["teacher"], fingerprint=teacher_result.fingerprint)
-            if teacher_result else None,
+            teacher=Teacher(config=str(teacher_config.path), run=fields["teacher"],
+                            fingerprint=self.fingerprint(teacher_config).sha256) if teacher_config else None,
             distillation=distillation, init=init,
         )
         result.write(result_path)
