@@ -205,6 +205,33 @@ def test_checkpoints_of_another_config_are_refused_and_force_starts_clean(kit, t
     assert json.loads((run_dir / "checkpoints" / "fingerprint.json").read_text())["values"]["train"]["lr"] == 0.01
 
 
+def test_a_run_finished_before_fingerprints_is_adopted_only_by_its_own_config(kit, tmp_path, capsys):
+    shutil.copytree(kit["root"] / "configs", tmp_path / "configs")
+    run_dir = tmp_path / "runs" / "kit" / "teacher" / "seed1"
+    shutil.copytree(kit["teacher"], run_dir, ignore=shutil.ignore_patterns("distill"))
+    # what an earlier phm-run left: no fingerprint, a result without a schema version, a simple-format log
+    (run_dir / "checkpoints" / "fingerprint.json").unlink()
+    stored = json.loads((run_dir / "result.json").read_text())
+    legacy = {k: v for k, v in stored.items() if k not in (
+        "schema_version", "fingerprint", "config_values", "epoch_evaluations", "teacher", "distillation", "init")}
+    legacy["training"] = {k: v for k, v in stored["training"].items() if k not in (
+        "resumed_from_updates", "curve", "crashed_at_exit", "data")}
+    legacy["training"]["command"] = stored["training"]["command"].replace(
+        "--log-format json", "--log-format simple").replace("--user-dir ", "--user-dir /elsewhere")
+    (run_dir / "result.json").write_text(json.dumps(legacy))
+    config, runs = tmp_path / "configs" / "kit" / "teacher.yaml", tmp_path / "runs"
+    config.write_text("extends: _base.yaml\ntrain: {arch: transformer_twin_demo, lr: 0.01}\n")
+    assert "without a fingerprint: phm-run cannot tell which config trained them" in phm_run_fails(
+        capsys, config, "--runs-dir", runs)
+    config.write_text("extends: _base.yaml\ntrain: {arch: transformer_twin_demo}\nevaluate: {generate: {beam: 3}}\n")
+    phm_run.main([str(config), "--runs-dir", str(runs)])
+    out = capsys.readouterr().out
+    assert "were trained by this config (an earlier phm-run" in out and "$ fairseq-train" not in out
+    result = Result.read(run_dir / "result.json")
+    assert result.schema_version == SCHEMA_VERSION and "--beam 3" in result.evaluation.command
+    assert (run_dir / "checkpoints" / "fingerprint.json").is_file()
+
+
 # --- a crash at exit after the final checkpoint --------------------------------------------------
 
 WRAPPER = """\

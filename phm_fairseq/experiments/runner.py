@@ -113,6 +113,8 @@ class Runner:
             print(f"== {name}: done already ({result_path})", flush=True)
             self.done[config.path, config.seed] = previous
             return previous
+        if previous and previous.fingerprint is None and adopt_legacy(previous, config, fields, run_dir, fingerprint):
+            previous.fingerprint = fingerprint.sha256  # trained by this config: evaluated again below
         check_checkpoints(run_dir, fingerprint, config)
         run_dir.mkdir(parents=True, exist_ok=True)
 
@@ -195,14 +197,17 @@ class Runner:
         return Init(command=command, checkpoint=str(checkpoint))
 
 
-def train(config: Config, fields: dict, run_dir: Path, data: str, init_checkpoint=None) -> Training:
-    checkpoints = run_dir / CHECKPOINTS
+def train_command(config: Config, fields: dict, run_dir: Path, data: str, init_checkpoint=None) -> list:
     command = [
-        "fairseq-train", data, "--user-dir", str(PLUGIN_DIR), "--save-dir", str(checkpoints),
+        "fairseq-train", data, "--user-dir", str(PLUGIN_DIR), "--save-dir", str(run_dir / CHECKPOINTS),
         "--seed", str(config.seed), "--log-format", "json", *options(config.train, fields),
     ]
-    if init_checkpoint:
-        command += ["--finetune-from-model", str(init_checkpoint)]
+    return command + (["--finetune-from-model", str(init_checkpoint)] if init_checkpoint else [])
+
+
+def train(config: Config, fields: dict, run_dir: Path, data: str, init_checkpoint=None) -> Training:
+    checkpoints = run_dir / CHECKPOINTS
+    command = train_command(config, fields, run_dir, data, init_checkpoint)
     started = time.time()
     crashed = None
     saved = saved_updates(checkpoints / "checkpoint_last.pt")
@@ -232,6 +237,27 @@ def train(config: Config, fields: dict, run_dir: Path, data: str, init_checkpoin
         wall_seconds=round(time.time() - started, 1), resumed_from_updates=log.resumed_from_updates,
         curve=log.curve(), crashed_at_exit=crashed, data=data if data != config.data else None,
     )
+
+
+def adopt_legacy(previous: Result, config: Config, fields: dict, run_dir: Path, fingerprint: Fingerprint) -> bool:
+    """A run that phm-run finished before fingerprints existed: its checkpoints belong to this config
+    when its result's training command is the one this config gives (but for the plugin's folder and
+    the log format, which change nothing in the training). Then they get the fingerprint; else False."""
+    checkpoints = run_dir / CHECKPOINTS
+    if config.teacher or Fingerprint.read(checkpoints) is not None or not (checkpoints / BEST).is_file():
+        return False
+    def training_options(command: list) -> list:  # less the plugin's folder and the log format
+        pairs = zip(command, command[1:] + [""])
+        return [a for i, (a, _) in enumerate(pairs) if a not in ("--user-dir", "--log-format")
+                and (i == 0 or command[i - 1] not in ("--user-dir", "--log-format"))]
+
+    expected = training_options(train_command(config, fields, run_dir, config.data))
+    if training_options(shlex.split(previous.training.command)) != expected:
+        return False
+    fingerprint.write(checkpoints, config.path)
+    print(f"== {config.path.name}: {checkpoints} were trained by this config (an earlier phm-run, the same "
+          "fairseq-train command): fingerprinted", flush=True)
+    return True
 
 
 def completed_updates(output: str, checkpoint: Path):
