@@ -241,15 +241,16 @@ def train(config: Config, fields: dict, run_dir: Path, data: str, init_checkpoin
 
 def adopt_legacy(previous: Result, config: Config, fields: dict, run_dir: Path, fingerprint: Fingerprint) -> bool:
     """A run that phm-run finished before fingerprints existed: its checkpoints belong to this config
-    when its result's training command is the one this config gives (but for the plugin's folder and
-    the log format, which change nothing in the training). Then they get the fingerprint; else False."""
+    when its result's training command is the one this config gives (but for the plugin's and the
+    run's folders and the log format, which change nothing in the training). Then they get the
+    fingerprint; else False."""
     checkpoints = run_dir / CHECKPOINTS
     if config.teacher or Fingerprint.read(checkpoints) is not None or not (checkpoints / BEST).is_file():
         return False
-    def training_options(command: list) -> list:  # less the plugin's folder and the log format
-        pairs = zip(command, command[1:] + [""])
-        return [a for i, (a, _) in enumerate(pairs) if a not in ("--user-dir", "--log-format")
-                and (i == 0 or command[i - 1] not in ("--user-dir", "--log-format"))]
+    where = ("--user-dir", "--save-dir", "--log-format")  # the plugin's and the run's folders, the log format
+
+    def training_options(command: list) -> list:
+        return [a for i, a in enumerate(command) if a not in where and (i == 0 or command[i - 1] not in where)]
 
     expected = training_options(train_command(config, fields, run_dir, config.data))
     if training_options(shlex.split(previous.training.command)) != expected:
