@@ -343,7 +343,8 @@ def test_init_and_evaluation_after_each_epoch(kit, tmp_path):
     run_dir = run_directory(config, kit["runs"], 1)
     assert result.init.command == f"cp {kit['teacher']}/checkpoints/checkpoint_best.pt {run_dir}/init.pt"
     log = (run_dir / "train.log").read_text()
-    assert f"--finetune-from-model {run_dir}/init.pt" in log and f"loading pretrained model from {run_dir}/init.pt" in log
+    assert f"--finetune-from-model {run_dir}/init.pt" in log
+    assert f"loading pretrained model from {run_dir}/init.pt" in log
     # it starts from the trained teacher: its first logged loss is below the teacher's first one
     teacher_start = Result.read(kit["teacher"] / "result.json").training.curve["train"][0][1]
     assert result.training.curve["train"][0][1] < teacher_start - 0.3
@@ -366,7 +367,8 @@ def test_init_and_evaluation_after_each_epoch(kit, tmp_path):
 def test_a_teacher_that_is_not_done_runs_first(kit):
     out = kit["stdout"]
     assert out.index("its teacher teacher.yaml (seed 1) first") < out.index("== teacher.yaml: training")
-    assert out.index("== teacher.yaml: training") < out.index("== student.yaml: init") < out.index("== student.yaml: training")
+    assert out.index("== teacher.yaml: training") < out.index("== student.yaml: init")
+    assert out.index("== student.yaml: init") < out.index("== student.yaml: training")
     result = Result.read(kit["runs"] / "kit" / "student" / "seed1" / "result.json")
     assert result.teacher.run == str(kit["teacher"]) and result.init.checkpoint.endswith("start.pt")
     # the fine-tuning counts its own updates from 0 (fairseq resets them with --finetune-from-model)

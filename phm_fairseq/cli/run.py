@@ -50,7 +50,8 @@ def main(argv=None):
     parser = argparse.ArgumentParser(prog="phm-run", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("configs", nargs="+", help="config files or folders of them")
-    parser.add_argument("--runs-dir", type=Path, default=Path("work/runs"), help="where runs live (default: %(default)s)")
+    parser.add_argument("--runs-dir", type=Path, default=Path("work/runs"),
+                        help="where runs live (default: %(default)s)")
     parser.add_argument("--seeds", type=int, nargs="+", metavar="S",
                         help="run every config once per seed (default: the config's own seed)")
     parser.add_argument("--force", action="store_true",

@@ -122,7 +122,8 @@ def _parse(parser_name: str, args: list, what: str, given: dict) -> str:
         for key in given if message.startswith("unrecognized arguments") else ():
             if key not in known:
                 match = difflib.get_close_matches(key, known, n=1, cutoff=0.75)
-                hints.append(f"{what}.{key} is not a fairseq option" + (f" (did you mean {match[0]!r}?)" if match else ""))
+                close = f" (did you mean {match[0]!r}?)" if match else ""
+                hints.append(f"{what}.{key} is not a fairseq option{close}")
         return f"{what}: fairseq rejects the options: {message}" + "".join(f"; {hint}" for hint in hints)
     except Exception as error:  # e.g. a value that an option's type refuses deep in fairseq
         return f"{what}: fairseq rejects the options: {type(error).__name__}: {error}"

@@ -137,7 +137,8 @@ def read_config(path: Path, seen=()) -> dict:
     if config is None:
         config = {}
     if not isinstance(config, dict):
-        raise ConfigError(f"{path}: a config is a mapping of keys (see docs/experiments.md), not a {type(config).__name__}")
+        raise ConfigError(f"{path}: a config is a mapping of keys (see docs/experiments.md), "
+                          f"not a {type(config).__name__}")
     if "extends" in config:
         base = config.pop("extends")
         if not isinstance(base, str):
@@ -220,7 +221,7 @@ def _check_evaluate(spec, problems: list, has_teacher: bool):
     else:
         _check_string(spec, "subset", problems, has_teacher, "evaluate.")
     epochs = spec.get("epochs", [])
-    if not isinstance(epochs, list) or not all(isinstance(e, int) and not isinstance(e, bool) and e > 0 for e in epochs):
+    if not isinstance(epochs, list) or not all(type(e) is int and e > 0 for e in epochs):
         problems.append(f"evaluate.epochs: expected a list of epoch numbers (e.g. [1, 2, 4]), got {epochs!r}")
         epochs = []
     values = {k: v for k, v in spec.items() if k in EVALUATE_KEYS[kind] and k != "epochs"}
@@ -262,7 +263,8 @@ def check(values: dict, path: Path) -> Config:
             problems.append("evaluate.epochs needs fairseq's end-of-epoch checkpoints (checkpointN.pt): "
                             "set train.no-epoch-checkpoints: false")
         if isinstance(train.get("max-epoch"), int) and max(evaluate.epochs) > train["max-epoch"]:
-            problems.append(f"evaluate.epochs: epoch {max(evaluate.epochs)} is past train.max-epoch {train['max-epoch']}")
+            problems.append(f"evaluate.epochs: epoch {max(evaluate.epochs)} is past "
+                            f"train.max-epoch {train['max-epoch']}")
 
     teacher = None
     if isinstance(values.get("teacher"), str):

@@ -48,7 +48,8 @@ def language_pair(teacher) -> tuple:
         return source, target
     inferred = data_utils.infer_language_pair(teacher.data)
     if inferred == (None, None):
-        raise DistillationFailed(f"{teacher.data}: cannot tell the language pair; give train.source-lang and target-lang")
+        raise DistillationFailed(f"{teacher.data}: cannot tell the language pair; "
+                                 "give train.source-lang and train.target-lang")
     return inferred
 
 

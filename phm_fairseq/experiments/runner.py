@@ -121,7 +121,8 @@ class Runner:
         prepared = None
         if not is_prepared(Path(config.data)):
             if not config.prepare:
-                raise RunError(f"{config.path}: {config.data} holds no fairseq data and the config has no `prepare` command")
+                raise RunError(f"{config.path}: {config.data} holds no fairseq data and the config has no "
+                               "`prepare` command")
             prepared = fill(config.prepare, fields)
             print(f"== {name}: preparing {config.data}", flush=True)
             commands.run_shell(prepared, run_dir / "prepare.log")
@@ -335,8 +336,8 @@ def check_all(paths, runs_dir: Path, seeds=None) -> list:
         if config.teacher:
             teacher = check(config.teacher, (*chain, path))
             if config.distill is not None and Path(config.data).resolve() != Path(teacher.data).resolve():
-                raise ConfigError(f"{path}:\n  distill: the student trains on its teacher's data with its dictionaries: "
-                                  f"data {config.data} is not the teacher's {teacher.data}")
+                raise ConfigError(f"{path}:\n  distill: the student trains on its teacher's data with its "
+                                  f"dictionaries: data {config.data} is not the teacher's {teacher.data}")
         if path not in checked:
             checked.add(path)
             fields = {"data": config.data, "run": str(run_directory(path, runs_dir, config.seed)), "teacher": "TEACHER"}
