@@ -14,7 +14,8 @@ import torch
 
 import phm_fairseq  # noqa: F401  (registers the task, models, criterion)
 from phm_fairseq.cli import params as phm_params
-from phm_fairseq.cli.run import load_config, options
+from phm_fairseq.experiments.commands import options
+from phm_fairseq.experiments.config import load_config
 
 REPO = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent  # fairseq-train, phm-evaluate of this environment
@@ -164,10 +165,10 @@ def parameters(capsys, data, *flags, module="encoder.layers"):
 @pytest.mark.parametrize("config", sorted((REPO / "configs" / "table5").glob("[!_]*.yaml")), ids=lambda p: p.stem)
 def test_table5_configs_have_the_papers_encoder_size(sva_data, config, capsys):
     spec = load_config(config)
-    assert spec["count_module"] == "encoder.layers"  # what phm-run counts beside the whole model
-    counts = parameters(capsys, sva_data[0], *model_flags(spec["train"]), module=spec["count_module"])
+    assert spec.count_module == "encoder.layers"  # what phm-run counts beside the whole model
+    counts = parameters(capsys, sva_data[0], *model_flags(spec.train), module=spec.count_module)
     assert counts["total"] == TABLE5_ENCODER_LAYERS[config.stem]
-    paper = spec["paper"]["parameters"]
+    paper = spec.paper["parameters"]
     assert abs(counts["total"] - paper) / paper < 0.02, (config.stem, counts["total"], paper)
     assert counts["dense_total"] == TABLE5_ENCODER_LAYERS["transformer"]
 
@@ -221,7 +222,7 @@ def trained(sva_data, tmp_path_factory):
     config = load_config(REPO / "configs" / "small" / "sva" / "phm_n4.yaml")
     save_dir = tmp_path_factory.mktemp("checkpoints")
     out = run(["fairseq-train", sva_data[0], "--user-dir", "phm_fairseq", "--save-dir", save_dir,
-               "--seed", config["seed"], "--log-format", "simple", *options(config["train"])])
+               "--seed", config.seed, "--log-format", "simple", *options(config.train)])
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     return save_dir / "checkpoint_best.pt", out.stdout + out.stderr
 
