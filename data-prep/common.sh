@@ -38,12 +38,14 @@ NOTES=()
 # --- options ----------------------------------------------------------------------------------
 # parse_options "$@" takes the options below; a script's own options go to its function
 # `option "$@"`, which sets TAKEN to the number of arguments it used, or returns 1 for an
-# option it does not know. The script also defines `usage` (--help) and SYNOPSIS (one line).
-USES_WORKERS=1 # 0 in a script that runs no tool in parallel (glove.sh)
+# option it does not know. The script also defines `usage` (--help) and, when it has options
+# of its own, SYNOPSIS (them, in one line, for the usage line of an error).
+: "${USES_WORKERS:=1}" # 0 in a script that runs no tool in parallel (glove.sh sets it before sourcing)
 option() { return 1; }
 
 usage_error() {
-  printf '%s: error: %s\nusage: %s %s\n' "${NAME:-${0##*/}}" "$1" "$SCRIPT" "$SYNOPSIS" >&2
+  printf '%s: error: %s\nusage: %s %s[--src-dir DIR] [--out DIR] [--download-dir DIR]%s [--keep-tmp] [--force]\n' \
+    "${NAME:-${0##*/}}" "$1" "$SCRIPT" "${SYNOPSIS:+$SYNOPSIS }" "$( ((USES_WORKERS)) && echo ' [--workers N]')" >&2
   exit 2
 }
 
@@ -54,7 +56,9 @@ common_usage() {
   --src-dir DIR        offline: the official files from DIR (searched recursively), as the
                        archives that would be downloaded or their extracted files
   --download-dir DIR   where downloads are kept for the next run (default: $DEFAULT_DOWNLOAD_DIR)
-$( ((USES_WORKERS)) && echo "  --workers N          parallel processes for the tools (default: $(nproc))")
+EOF
+  if ((USES_WORKERS)); then echo "  --workers N          parallel processes for the tools (default: $(nproc))"; fi
+  cat << EOF
   --keep-tmp           keep the intermediate files (OUT/tmp; on failure OUT.partial)
   --force              prepare again, although OUT is prepared with these settings
   -h, --help           this text
@@ -99,7 +103,8 @@ archive_error() { # FILE NAME: prints why FILE is not a complete file of NAME's 
   esac
 }
 
-download() { # URL FILE
+# try_download URL FILE: returns 1 with the reason in DOWNLOAD_ERROR when FILE cannot be had.
+try_download() {
   local url=$1 file=$2 error rc
   if [ -s "$file" ] && archive_error "$file" "$file" > /dev/null; then
     say "    $file (downloaded before)"
@@ -111,14 +116,18 @@ download() { # URL FILE
     -o "$file.part" "$url" || {
     rc=$?
     rm -f "$file.part"
-    die "could not download $url (curl exit code $rc). Offline? Fetch the file another way and pass --src-dir with the folder that holds it"
+    DOWNLOAD_ERROR="could not download $url (curl exit code $rc). Offline? Fetch the file another way and pass --src-dir DIR, a folder that holds it${OFFLINE_FILES:+ or the files it contains ($OFFLINE_FILES)}"
+    return 1
   }
   error=$(archive_error "$file.part" "$file") || {
     rm -f "$file.part"
-    die "the download of $url is truncated or not the expected file ($error); it was removed: run again"
+    DOWNLOAD_ERROR="the download of $url is truncated or not the expected file ($error); it was removed: run again"
+    return 1
   }
   mv "$file.part" "$file"
 }
+
+download() { try_download "$@" || die "$DOWNLOAD_ERROR"; } # URL FILE
 
 # --- the output contract ----------------------------------------------------------------------
 

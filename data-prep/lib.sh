@@ -27,7 +27,7 @@ SPLITS=(train valid test)
 INPUTS=() # inputs.SPLIT[]=FILE for prep.json
 step() { STEP=$1; printf '\n==> %s [%s] %s\n' "$NAME" "$1" "$2"; }
 
-SYNOPSIS="[-s L] [-t L] [--src-dir DIR] [--out DIR] [--bpe subword_nmt|sentencepiece] [--bpe-size N] [--lowercase|--cased] [--workers N] [--download-dir DIR] [--keep-tmp] [--force]"
+SYNOPSIS="[-s L] [-t L] [--bpe subword_nmt|sentencepiece] [--bpe-size N] [--lowercase|--cased]"
 
 usage() {
   resolve_pair
