@@ -350,6 +350,56 @@ def test_glove_loading(tmp_path, shared_data):
         glove_embeddings(str(tmp_path / "bad.txt"), dictionary, 50)
 
 
+def test_data_prep_glove_keeps_each_name_and_follows_the_contract(shared_data, tmp_path):
+    """glove.sh: one file per --name in its folder; another name keeps those before (the same
+    file, linked); prep.json lists them; a folder it did not make, an empty file, --dest and
+    --workers are refused."""
+    import gzip
+    import zipfile
+
+    with gzip.open(shared_data / "glove" / "glove.6B.50d.top20k.txt.gz", "rt", encoding="utf-8") as f:
+        lines = [next(f) for _ in range(300)]
+    (tmp_path / "a").mkdir()
+    with gzip.open(tmp_path / "a" / "glove.6B.50d.txt.gz", "wt", encoding="utf-8") as f:
+        f.writelines(lines)
+    # 100 values a word for the mechanics of a second name: each real 50-d vector twice
+    doubled = "".join(line.split(" ", 1)[0] + (" " + line.rstrip("\n").split(" ", 1)[1]) * 2 + "\n" for line in lines)
+    (tmp_path / "b" / "nested").mkdir(parents=True)
+    with zipfile.ZipFile(tmp_path / "b" / "nested" / "glove.6B.zip", "w") as archive:
+        archive.writestr("glove.6B.100d.txt", doubled)
+    out = tmp_path / "glove"
+
+    def glove(*args):
+        return run(["bash", "data-prep/glove.sh", "--out", out, *args])
+
+    assert glove("--name", "6B.50d", "--src-dir", tmp_path / "a").returncode == 0
+    assert (out / "glove.6B.50d.txt").read_text() == "".join(lines)
+    first = (out / "glove.6B.50d.txt").stat().st_ino
+    result = glove("--name", "6B.50d", "--src-dir", tmp_path / "a")
+    assert result.returncode == 0 and "already prepared" in result.stdout
+    assert glove("--name", "6B.100d", "--src-dir", tmp_path / "b").returncode == 0
+    assert (out / "glove.6B.100d.txt").read_text() == doubled and (out / "glove.6B.50d.txt").stat().st_ino == first
+    prep = json.loads((out / "prep.json").read_text())
+    assert prep["vectors"]["6B.50d"] == {"file": "glove.6B.50d.txt", "source": str(tmp_path / "a" / "glove.6B.50d.txt.gz"),
+                                         "words": 300, "dim": 50}
+    assert prep["vectors"]["6B.100d"]["source"] == f"{tmp_path / 'b' / 'nested' / 'glove.6B.zip'}:glove.6B.100d.txt"
+    assert sorted(prep["files"]) == ["glove.6B.100d.txt", "glove.6B.50d.txt", "prep.json"]
+
+    (tmp_path / "c").mkdir()
+    (tmp_path / "c" / "glove.6B.300d.txt").write_text("")
+    result = glove("--name", "6B.300d", "--src-dir", tmp_path / "c")
+    assert result.returncode != 0 and f"{tmp_path / 'c' / 'glove.6B.300d.txt'} is empty" in result.stderr
+    assert sorted(p.name for p in out.iterdir()) == ["glove.6B.100d.txt", "glove.6B.50d.txt", "prep.json"]
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "vectors.txt").write_text("keep me")
+    result = run(["bash", "data-prep/glove.sh", "--out", tmp_path / "mine", "--name", "6B.50d", "--src-dir", tmp_path / "a"])
+    assert result.returncode != 0 and "was not made by a data-prep script" in result.stderr
+    assert [p.name for p in (tmp_path / "mine").iterdir()] == ["vectors.txt"]
+    for option in ("--dest", "--workers"):
+        result = glove(option, "1")
+        assert result.returncode == 2 and f"unknown option '{option}'" in result.stderr
+
+
 @pytest.fixture(scope="module")
 def trained(sick_data, shared_data, tmp_path_factory):
     """A small PHM-LSTM trained with fairseq-train on the real SICK training pairs."""
