@@ -36,13 +36,19 @@ nli_begin() {
 
 log() { echo "$*" | tee -a "$STAGE/prepare.log" >&2; }
 
-# release_dir URL ARCHIVE FILE...: the folder to search for FILEs: --src-dir, or the unzipped download
+# release_dir URL ARCHIVE FILE...: the folder to search for FILEs: --src-dir when it holds the
+# first FILE (or has no ARCHIVE), else ARCHIVE unzipped, the one in --src-dir or the download
 release_dir() {
-  local url=$1 archive=$2
+  local url=$1 archive=$2 zip
   shift 2
-  if [ -n "$SRC_DIR" ]; then echo "$SRC_DIR"; return; fi
-  OFFLINE_FILES="$*" download "$url" "$DOWNLOAD_DIR/$archive" >&2
-  unzip_into "$DOWNLOAD_DIR/$archive" "$TMP/release"
+  if [ -n "$SRC_DIR" ]; then
+    zip=$(find_release_file "$SRC_DIR" "$archive")
+    if [ -z "$zip" ] || [ -n "$(find_release_file "$SRC_DIR" "$1")" ]; then echo "$SRC_DIR"; return; fi
+  else
+    zip=$DOWNLOAD_DIR/$archive
+    OFFLINE_FILES="$*" download "$url" "$zip" >&2
+  fi
+  unzip_into "$zip" "$TMP/release"
   echo "$TMP/release"
 }
 

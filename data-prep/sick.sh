@@ -17,12 +17,8 @@ if ((TRIAL_AS_TEST)); then NAME=sick-trial; fi
 nli_begin "config.trial_as_test=$( ((TRIAL_AS_TEST)) && echo true || echo false)"
 
 sick_dir() { # the folder holding SICK_<split>.txt: --src-dir, or the official per-split archive
-  local split=$1
-  if [ -n "$SRC_DIR" ]; then echo "$SRC_DIR"; return; fi
   OFFLINE_FILES="SICK_train.txt, SICK_trial.txt, SICK_test_annotated.txt" \
-    download "$BASE/sick_$split.zip" "$DOWNLOAD_DIR/sick_$split.zip" >&2
-  unzip_into "$DOWNLOAD_DIR/sick_$split.zip" "$TMP/release"
-  echo "$TMP/release"
+    release_dir "$BASE/sick_$1.zip" "sick_$1.zip" "SICK_$1.txt"
 }
 
 train_dir=$(sick_dir train)

@@ -5,6 +5,7 @@ import os
 import shutil
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -68,6 +69,10 @@ def test_data_prep_snli_counts_what_it_skips_by_rule(shared_data, tmp_path):
         if name == "train":  # SNLI's rule: pairs without a gold label ('-') are left out, and counted
             part = ["-\t" + line.split("\t", 1)[1] if i in (3, 17) else line for i, line in enumerate(part)]
         (src / f"snli_1.0_{name}.tok.tsv").write_text(header + "".join(part))
+    with zipfile.ZipFile(src / "snli_1.0.zip", "w") as archive:  # --src-dir with the release's archive in it
+        for file in sorted(src.glob("*.tsv")):
+            archive.write(file, f"snli_1.0/{file.name}")
+            file.unlink()
     out = run(["bash", "data-prep/snli.sh", "--src-dir", src, "--out", tmp_path / "data", "--workers", "1"])
     assert out.returncode == 0, out.stderr
     assert "398 examples" in out.stderr and "skipped by rule: 2 no gold label" in out.stderr
@@ -355,7 +360,6 @@ def test_data_prep_glove_keeps_each_name_and_follows_the_contract(shared_data, t
     file, linked); prep.json lists them; a folder it did not make, an empty file, --dest and
     --workers are refused."""
     import gzip
-    import zipfile
 
     with gzip.open(shared_data / "glove" / "glove.6B.50d.top20k.txt.gz", "rt", encoding="utf-8") as f:
         lines = [next(f) for _ in range(300)]
