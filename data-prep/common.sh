@@ -31,7 +31,8 @@ outdir() { "$PYTHON" "$HERE/outdir.py" "$@"; }
 say() { printf '%s\n' "$*"; }
 die() { printf '%s: error: %s\n' "${NAME:-${0##*/}}" "$*" >&2; exit 1; }
 warn() { printf '%s: warning: %s\n' "${NAME:-${0##*/}}" "$*" >&2; NOTES+=("$*"); }
-value() { if [ $# -lt 2 ] || [ -z "$2" ]; then die "option $1 needs a value"; fi; printf '%s' "$2"; }
+# value "$@": an option's value in VALUE (not a $(...) subshell, whose exit would not stop the script)
+value() { if [ $# -lt 2 ] || [ -z "$2" ]; then usage_error "option $1 needs a value"; fi; VALUE=$2; }
 count() { wc -l < "$1" | tr -d ' '; }
 NOTES=()
 
@@ -72,10 +73,10 @@ parse_options() {
   while (($#)); do
     TAKEN=0
     case $1 in
-      --out) OUT=$(value "$@") TAKEN=2 ;;
-      --src-dir) SRC_DIR=$(value "$@") TAKEN=2 ;;
-      --download-dir) DOWNLOAD_DIR=$(value "$@") TAKEN=2 ;;
-      --workers) ((USES_WORKERS)) || usage_error "unknown option '$1' (see --help)"; WORKERS=$(value "$@") TAKEN=2 ;;
+      --out) value "$@"; OUT=$VALUE TAKEN=2 ;;
+      --src-dir) value "$@"; SRC_DIR=$VALUE TAKEN=2 ;;
+      --download-dir) value "$@"; DOWNLOAD_DIR=$VALUE TAKEN=2 ;;
+      --workers) ((USES_WORKERS)) || usage_error "unknown option '$1' (see --help)"; value "$@"; WORKERS=$VALUE TAKEN=2 ;;
       --keep-tmp) KEEP_TMP=1 TAKEN=1 ;;
       --force) FORCE=1 TAKEN=1 ;;
       -h | --help) usage; exit 0 ;;

@@ -11,7 +11,7 @@ source "$(dirname "$0")/common.sh"
 NAME=glove DEFAULT_OUT=data-bin/glove DEFAULT_DOWNLOAD_DIR=work/downloads/glove
 SYNOPSIS="[--name NAME]"
 VECTORS=840B.300d
-option() { case $1 in --name) VECTORS=$(value "$@") TAKEN=2 ;; *) return 1 ;; esac; }
+option() { case $1 in --name) value "$@"; VECTORS=$VALUE TAKEN=2 ;; *) return 1 ;; esac; }
 usage() {
   sed -n '2,/^[^#]/s/^# \{0,1\}//p' "$0"
   printf '\nOptions:\n  --name NAME          the vectors (default: 840B.300d)\n'

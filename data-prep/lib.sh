@@ -57,10 +57,10 @@ EOF
 
 option() {
   case $1 in
-    -s | --source-lang) SRC=$(value "$@") TAKEN=2 ;;
-    -t | --target-lang) TGT=$(value "$@") TAKEN=2 ;;
-    --bpe) BPE=$(value "$@") TAKEN=2 ;;
-    --bpe-size) BPE_SIZE=$(value "$@") TAKEN=2 ;;
+    -s | --source-lang) value "$@"; SRC=$VALUE TAKEN=2 ;;
+    -t | --target-lang) value "$@"; TGT=$VALUE TAKEN=2 ;;
+    --bpe) value "$@"; BPE=$VALUE TAKEN=2 ;;
+    --bpe-size) value "$@"; BPE_SIZE=$VALUE TAKEN=2 ;;
     --lowercase) LOWERCASE=1 TAKEN=1 ;;
     --cased) LOWERCASE=0 TAKEN=1 ;;
     *) return 1 ;;

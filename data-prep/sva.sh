@@ -22,14 +22,15 @@ SYNOPSIS="[--input FILE] [--proportions TRAIN,VALID] [--seed N] [--t2t-test]"
 INPUT="" PROPORTIONS=9,1 SEED=1 T2T_TEST=0
 option() {
   case $1 in
-    --input) INPUT=$(value "$@") TAKEN=2 ;;
-    --proportions) PROPORTIONS=$(value "$@") TAKEN=2 ;;
-    --seed) SEED=$(value "$@") TAKEN=2 ;;
+    --input) value "$@"; INPUT=$VALUE TAKEN=2 ;;
+    --proportions) value "$@"; PROPORTIONS=$VALUE TAKEN=2 ;;
+    --seed) value "$@"; SEED=$VALUE TAKEN=2 ;;
     --t2t-test) T2T_TEST=1 TAKEN=1 ;;
     *) return 1 ;;
   esac
 }
 parse_options "$@"
+[[ $SEED =~ ^[0-9]+$ ]] || die "--seed must be a whole number, not '$SEED'"
 if [ -n "$INPUT" ]; then
   [ -z "$SRC_DIR" ] || die "give --src-dir or --input, not both"
   [ -f "$INPUT" ] || die "--input $INPUT: no such file"

@@ -466,10 +466,12 @@ def test_truncated_or_failed_download_leaves_no_file(tmp_path):
     ("iwslt14.sh", ["--dest", "x"], "unknown option '--dest': the output folder is --out DIR, in every data-prep script"),
     ("multi30k.sh", ["--bpe", "wordpiece"], "unknown --bpe 'wordpiece': use subword_nmt or sentencepiece"),
     ("multi30k.sh", ["--src-dir"], "option --src-dir needs a value"),
+    ("multi30k.sh", ["-t", "de", "-s"], "multi30k.sh: error: option -s needs a value\nusage: data-prep/multi30k.sh [-s L]"),
     ("multi30k.sh", ["--src-dir", "/nonexistent"], "--src-dir /nonexistent: no such folder"),
 ])
 def test_bad_arguments(script, args, message, tmp_path):
-    assert message in fails(script, *args, cwd=tmp_path)
+    error = fails(script, *args, cwd=tmp_path)
+    assert message in error and error.count("error:") == 1, error
     assert not (tmp_path / "data-bin").exists()
 
 
