@@ -485,6 +485,18 @@ def test_refuses_to_overwrite_a_folder_it_did_not_write(tmp_path):
     assert [p.name for p in out.iterdir()] == ["notes.txt"] and (out / "notes.txt").read_text() == "keep me"
     assert not Path(f"{out}.partial").exists()
 
+    # a prep.json of the scripts before this contract: it names the corpus, not the files it wrote
+    (out / "prep.json").write_text(json.dumps({"dataset": "multi30k", "config": {"dataset": "multi30k"}}))
+    error = fails("multi30k.sh", "--src-dir", str(MULTI30K), "--out", str(out), cwd=tmp_path)
+    assert f"{out} was made by an earlier version of data-prep/multi30k.sh, whose prep.json does not list" in error
+    assert sorted(p.name for p in out.iterdir()) == ["notes.txt", "prep.json"]
+    # an OUT.partial that no data-prep script made is not removed either
+    (out / "prep.json").unlink()
+    (out / "notes.txt").unlink()
+    Path(f"{out}.partial").mkdir()
+    error = fails("multi30k.sh", "--src-dir", str(MULTI30K), "--out", str(out), cwd=tmp_path)
+    assert f"{out}.partial exists and is not an unfinished output of data-prep/multi30k.sh" in error
+
 
 # --- hostile input: what a line is, empty files, bytes that are not UTF-8 ------------------------
 
