@@ -168,7 +168,8 @@ def convert(path, out_dir, proportions, seed, t2t_test):
         skipped["t2t"] = sum(not kept for *_, kept in parts["test"])
         parts["test"] = [e for e in parts["test"] if e[2]]
         if not parts["test"]:
-            raise CorpusError(f"--t2t-test leaves none of the {skipped['t2t']} test rows: the test split would be empty")
+            raise CorpusError(f"--t2t-test leaves none of the {skipped['t2t']} test rows: "
+                              "the test split would be empty")
     summary = {
         "input": path, "layout": layout, "rows": len(examples) + skipped["long"],
         "proportions": [float(p) for p in proportions], "seed": seed, "t2t_test": t2t_test,

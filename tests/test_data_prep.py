@@ -462,11 +462,14 @@ def test_truncated_or_failed_download_leaves_no_file(tmp_path):
     ("iwslt14.sh", ["-t", "fr"],
      "unsupported language pair ?-fr for iwslt14: supported pairs are de-en, en-de, ro-en, en-ro"),
     ("wmt18.sh", ["-s", "ro"], "unsupported language pair ro-? for wmt18: supported pairs are en-et, et-en"),
-    ("multi30k.sh", ["--frobnicate"], "unknown option '--frobnicate' (see --help)\nusage: data-prep/multi30k.sh [-s L]"),
-    ("iwslt14.sh", ["--dest", "x"], "unknown option '--dest': the output folder is --out DIR, in every data-prep script"),
+    ("multi30k.sh", ["--frobnicate"],
+     "unknown option '--frobnicate' (see --help)\nusage: data-prep/multi30k.sh [-s L]"),
+    ("iwslt14.sh", ["--dest", "x"],
+     "unknown option '--dest': the output folder is --out DIR, in every data-prep script"),
     ("multi30k.sh", ["--bpe", "wordpiece"], "unknown --bpe 'wordpiece': use subword_nmt or sentencepiece"),
     ("multi30k.sh", ["--src-dir"], "option --src-dir needs a value"),
-    ("multi30k.sh", ["-t", "de", "-s"], "multi30k.sh: error: option -s needs a value\nusage: data-prep/multi30k.sh [-s L]"),
+    ("multi30k.sh", ["-t", "de", "-s"],
+     "multi30k.sh: error: option -s needs a value\nusage: data-prep/multi30k.sh [-s L]"),
     ("multi30k.sh", ["--src-dir", "/nonexistent"], "--src-dir /nonexistent: no such folder"),
 ])
 def test_bad_arguments(script, args, message, tmp_path):

@@ -46,7 +46,8 @@ def sick_data(shared_data, tmp_path_factory):
     """data-bin made by data-prep/sick.sh --trial-as-test from the real SICK files."""
     root = tmp_path_factory.mktemp("sick")
     src = sick_copy(shared_data, root / "src")
-    out = run(["bash", "data-prep/sick.sh", "--trial-as-test", "--src-dir", src, "--out", root / "data", "--workers", "1"])
+    out = run(["bash", "data-prep/sick.sh", "--trial-as-test", "--src-dir", src, "--out", root / "data",
+               "--workers", "1"])
     assert out.returncode == 0, out.stderr
     return root / "data", out.stderr
 
@@ -94,7 +95,8 @@ def test_data_prep_multinli_jsonl_with_matched_and_mismatched_tests(shared_data,
                     "sentence1_binary_parse": f"( ( {premise} ) )", "sentence2_binary_parse": f"( {hypothesis} )"}
                    for i, (label, premise, hypothesis) in enumerate(part)]
         (src / f"multinli_1.0_{name}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
-    out = run(["bash", "data-prep/mnli.sh", "--src-dir", src, "--out", tmp_path / "data", "--workers", "1", "--keep-tmp"])
+    out = run(["bash", "data-prep/mnli.sh", "--src-dir", src, "--out", tmp_path / "data", "--workers", "1",
+               "--keep-tmp"])
     assert out.returncode == 0, out.stderr
     data = tmp_path / "data"
     counts = {split: len((data / f"{split}.label").read_text().splitlines())
@@ -193,7 +195,8 @@ def test_data_prep_refuses_unknown_options_with_the_usage(shared_data, tmp_path)
     assert out.returncode == 2
     assert "snli: error: unknown option '--dset' (see --help)\nusage: data-prep/snli.sh [--src-dir DIR]" in out.stderr
     out = run(["bash", "data-prep/sick.sh", "--dest", tmp_path / "data"])
-    assert out.returncode == 2 and "the output folder is --out DIR" in out.stderr and "usage: data-prep/sick.sh" in out.stderr
+    assert out.returncode == 2 and "the output folder is --out DIR" in out.stderr
+    assert "usage: data-prep/sick.sh" in out.stderr
     assert not (tmp_path / "data").exists() and not (REPO / "data-bin" / "snli").exists()
 
 
@@ -234,7 +237,8 @@ def test_data_prep_reads_lines_at_newlines_only_and_writes_prep_json(shared_data
 
 @pytest.mark.parametrize("split,content,message", [
     ("test", b"", "snli_1.0_test.tok.tsv: no examples: the file is empty"),
-    ("dev", b"gold_label\tsentence1\tsentence2\n", "snli_1.0_dev.tok.tsv: no examples: the file has its header line only"),
+    ("dev", b"gold_label\tsentence1\tsentence2\n",
+     "snli_1.0_dev.tok.tsv: no examples: the file has its header line only"),
 ], ids=["empty", "header-only"])
 def test_data_prep_refuses_an_empty_split_naming_the_file(shared_data, tmp_path, split, content, message):
     """Issue 13.3: an empty SNLI test file gave "test: 0 examples" and exit 0; training failed later."""
@@ -384,8 +388,8 @@ def test_data_prep_glove_keeps_each_name_and_follows_the_contract(shared_data, t
     assert glove("--name", "6B.100d", "--src-dir", tmp_path / "b").returncode == 0
     assert (out / "glove.6B.100d.txt").read_text() == doubled and (out / "glove.6B.50d.txt").stat().st_ino == first
     prep = json.loads((out / "prep.json").read_text())
-    assert prep["vectors"]["6B.50d"] == {"file": "glove.6B.50d.txt", "source": str(tmp_path / "a" / "glove.6B.50d.txt.gz"),
-                                         "words": 300, "dim": 50}
+    assert prep["vectors"]["6B.50d"] == {"file": "glove.6B.50d.txt", "words": 300, "dim": 50,
+                                         "source": str(tmp_path / "a" / "glove.6B.50d.txt.gz")}
     assert prep["vectors"]["6B.100d"]["source"] == f"{tmp_path / 'b' / 'nested' / 'glove.6B.zip'}:glove.6B.100d.txt"
     assert sorted(prep["files"]) == ["glove.6B.100d.txt", "glove.6B.50d.txt", "prep.json"]
 
@@ -396,7 +400,8 @@ def test_data_prep_glove_keeps_each_name_and_follows_the_contract(shared_data, t
     assert sorted(p.name for p in out.iterdir()) == ["glove.6B.100d.txt", "glove.6B.50d.txt", "prep.json"]
     (tmp_path / "mine").mkdir()
     (tmp_path / "mine" / "vectors.txt").write_text("keep me")
-    result = run(["bash", "data-prep/glove.sh", "--out", tmp_path / "mine", "--name", "6B.50d", "--src-dir", tmp_path / "a"])
+    result = run(["bash", "data-prep/glove.sh", "--out", tmp_path / "mine", "--name", "6B.50d",
+                  "--src-dir", tmp_path / "a"])
     assert result.returncode != 0 and "was not made by a data-prep script" in result.stderr
     assert [p.name for p in (tmp_path / "mine").iterdir()] == ["vectors.txt"]
     for option in ("--dest", "--workers"):

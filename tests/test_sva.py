@@ -150,12 +150,14 @@ def sample_lines(shared_data):
 
 
 def quoted(row, csv_quoting):
-    """``row`` (sample layout) with a '"' token at the start of its sentence, the indices shifted;
-    with ``csv_quoting`` the field is written as csv.writer writes it: "\"\" a ..."."""
+    """``row`` (sample layout) with a '"' token put before its sentence and the indices shifted:
+    (the row as the file holds it, the row as it must be read). With ``csv_quoting`` the file holds
+    the sentence as csv.writer writes it: in quotes, its own quote doubled."""
     sentence, subj_idx, verb_idx, *rest = row
     sentence = '" ' + sentence
     field = '"' + sentence.replace('"', '""') + '"' if csv_quoting else sentence
-    return [field, str(int(subj_idx) + 1), str(int(verb_idx) + 1), *rest], [sentence, subj_idx, str(int(verb_idx) + 1), *rest]
+    written = [field, str(int(subj_idx) + 1), str(int(verb_idx) + 1), *rest]
+    return written, [sentence, subj_idx, str(int(verb_idx) + 1), *rest]
 
 
 def test_data_prep_reads_quotes_as_text_and_counts_lines_truly(shared_data, tmp_path):
