@@ -54,7 +54,7 @@ class NLITask(ClassificationTask):
             if not os.path.isfile(path):
                 raise FileNotFoundError(
                     f"{path} not found: {data} is not an NLI data directory (make one with "
-                    f"data-prep, e.g. bash data-prep/snli.sh --dest {data})"
+                    f"data-prep, e.g. bash data-prep/snli.sh --out {data})"
                 )
         if not filecmp.cmp(*paths, shallow=False):
             raise ValueError(f"{paths[0]} and {paths[1]} differ: premise and hypothesis must share one dictionary")

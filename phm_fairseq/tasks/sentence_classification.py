@@ -52,7 +52,7 @@ class SentenceClassificationTask(ClassificationTask):
         if not os.path.isfile(path):
             raise FileNotFoundError(
                 f"{path} not found: {args.data} is not a sentence classification data directory "
-                f"(make one with data-prep, e.g. bash data-prep/sva.sh --dest {args.data})"
+                f"(make one with data-prep, e.g. bash data-prep/sva.sh --out {args.data})"
             )
         dictionary = Dictionary.load(path)
         labels = cls.read_labels(args.data)
