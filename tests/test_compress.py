@@ -1,6 +1,7 @@
 """The nearest PHM model to a dense one: the decomposition (phm_fairseq.modules) and phm-compress."""
 
 import math
+import re
 
 import pytest
 import torch
@@ -185,3 +186,271 @@ def test_bad_input_is_refused():
         nearest_kronecker_sum(torch.randn(16), 4)
     with pytest.raises(ValueError, match=r"a PHM rule A has shape \(n, n, n\), got \(4, 4\)"):
         nearest_with_rule(torch.randn(16, 8), torch.eye(4))
+
+
+# --- phm-compress on tiny trained checkpoints ------------------------------------------------
+
+import argparse  # noqa: E402
+import contextlib  # noqa: E402
+import io  # noqa: E402
+import json  # noqa: E402
+
+from conftest import console, run_command  # noqa: E402
+from test_translation import PLUGIN, TINY, hypotheses, losses, train, transformer_body  # noqa: E402
+
+from phm_fairseq.cli import compress as compress_cli  # noqa: E402
+
+TINY_SIZES = dict(zip(TINY[::2], TINY[1::2]))  # the sizes as flags: phm-compress must be told them
+
+
+def phm_compress(*argv):
+    """phm-compress in this process (fairseq is imported once): (exit code, stdout, stderr)."""
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            code = compress_cli.main([str(a) for a in argv])
+        except SystemExit as exit:  # argparse's refusals
+            code = exit.code
+    return code, out.getvalue(), err.getvalue()
+
+
+def compressed(dense, out, *flags):
+    code, stdout, stderr = phm_compress(dense, "--out", out, *TINY, *flags, "--json")
+    assert code == 0, stderr[-3000:]
+    return json.loads(stdout.strip().splitlines()[-1])
+
+
+@pytest.fixture(scope="module")
+def dense_twin(copy_task, tmp_path_factory):
+    save_dir = tmp_path_factory.mktemp("dense_twin")
+    train(copy_task, save_dir, "--arch", "transformer_twin_demo", "--max-update", "200")
+    return save_dir / "checkpoint_best.pt"
+
+
+@pytest.fixture(scope="module")
+def phm_twins(dense_twin, tmp_path_factory):
+    """The dense twin compressed to PHM n = 1, 2, 4: {n: (checkpoint, report)}."""
+    root = tmp_path_factory.mktemp("phm_twins")
+    return {n: (root / f"phm_n{n}.pt", compressed(dense_twin, root / f"phm_n{n}.pt", "--arch", "phm_transformer_demo",
+                                                   "--phm-n", n)) for n in (1, 2, 4)}
+
+
+def load(checkpoint, data, split="test"):
+    from fairseq import checkpoint_utils
+
+    models, _cfg, task = checkpoint_utils.load_model_ensemble_and_task([str(checkpoint)], arg_overrides={"data": str(data)})
+    task.load_dataset(split)
+    return models[0].eval(), task
+
+
+def training_loss(checkpoint, data, split="valid"):
+    """fairseq-train's loss (label-smoothed cross-entropy 0.1, bits per token) on a whole split."""
+    from fairseq.criterions.label_smoothed_cross_entropy import label_smoothed_nll_loss
+
+    model, task = load(checkpoint, data, split)
+    dataset = task.dataset(split)
+    batch = dataset.collater([dataset[i] for i in range(len(dataset))])
+    with torch.no_grad():
+        lprobs = model.get_normalized_probs(model(**batch["net_input"]), log_probs=True)
+    loss, _ = label_smoothed_nll_loss(lprobs.view(-1, lprobs.size(-1)), batch["target"].view(-1), 0.1,
+                                      ignore_index=task.target_dictionary.pad())
+    return float(loss) / batch["ntokens"] / math.log(2)
+
+
+def test_errors_and_parameter_counts_in_the_report(phm_twins):
+    errors = {n: report["relative_error"] for n, (_, report) in phm_twins.items()}
+    assert errors[1] < 1e-6 and 0 < errors[2] < errors[4] < 1, errors
+    for n, (_, report) in phm_twins.items():
+        names = [layer["name"] for layer in report["layers"]]
+        # fused Q/K/V in self-attention (the paper's PHM), separate in the decoder's cross-attention
+        assert "encoder.layers.0.self_attn.qkv_proj" in names and "decoder.layers.0.encoder_attn.q_proj" in names
+        assert len(names) == 12 and all(layer["n"] == n and layer["kind"] == "PHM learned" for layer in report["layers"])
+        counts = report["parameters"]
+        assert counts["dense"]["without_embeddings"] == transformer_body(32, 64, 1)
+        a_of_n1 = len(names) if n == 1 else 0  # the formula leaves out n=1's 1 x 1 x 1 A
+        assert counts["compressed"]["without_embeddings"] == transformer_body(32, 64, 1, n=n) + a_of_n1
+        assert counts["compressed"]["embeddings"] == counts["dense"]["embeddings"]
+
+
+def test_n1_generates_exactly_what_the_dense_model_generates(dense_twin, phm_twins, copy_task):
+    def generate(checkpoint):
+        out = run_command(console("fairseq-generate"), copy_task, "--user-dir", PLUGIN, "--path", checkpoint,
+                          "--gen-subset", "test", "--beam", "5", "--lenpen", "0.6", "--batch-size", "32",
+                          "--required-batch-size-multiple", "1")
+        return [line for line in out.stdout.splitlines() if line.startswith(("H-", "P-"))]
+
+    dense = generate(dense_twin)
+    assert sorted(hypotheses("\n".join(dense))) == list(range(64))
+    assert generate(phm_twins[1][0]) == dense  # hypotheses and their scores, token by token
+
+
+def test_outputs_approach_the_dense_models_as_n_falls(dense_twin, phm_twins, copy_task):
+    def log_probs(checkpoint):
+        model, task = load(checkpoint, copy_task)
+        dataset = task.dataset("test")
+        batch = dataset.collater([dataset[i] for i in range(len(dataset))])
+        with torch.no_grad():
+            logits = model(**batch["net_input"])[0]
+        return torch.log_softmax(logits.double(), dim=-1)[batch["target"].ne(task.target_dictionary.pad())]
+
+    dense = log_probs(dense_twin)
+    kl = {n: float((dense.exp() * (dense - log_probs(checkpoint))).sum(-1).mean()) for n, (checkpoint, _) in phm_twins.items()}
+    assert kl[1] < 1e-9 and kl[1] < kl[2] < kl[4], kl
+
+
+@pytest.fixture(scope="module")
+def fresh_phm_n2(copy_task, tmp_path_factory):
+    """A PHM n=2 model trained from scratch as long as the fine-tuning below: the baseline."""
+    result = train(copy_task, tmp_path_factory.mktemp("fresh"), "--arch", "phm_transformer_demo", "--phm-n", "2",
+                   "--max-update", "40", "--log-interval", "1", "--no-save")
+    return result.stdout + result.stderr
+
+
+def test_fairseq_train_fine_tunes_the_compressed_model(phm_twins, fresh_phm_n2, copy_task, tmp_path):
+    checkpoint, report = phm_twins[2]
+    # the fine-tuning command: the dense model's, with the flags that the report names
+    result = train(copy_task, tmp_path / "finetune", *report["model_flags"], "--finetune-from-model", checkpoint,
+                   "--max-update", "40", "--log-interval", "1", "--no-save")
+    log = result.stdout + result.stderr
+    assert f"loading pretrained model from {checkpoint}" in log
+    tuned, fresh = losses(log), losses(fresh_phm_n2)
+    tuned_valid, fresh_valid = losses(log, tag="valid"), losses(fresh_phm_n2, tag="valid")
+    # It starts from the compressed model (trained embeddings, layer norms, the nearest PHM
+    # weights): its first batch's loss is the compressed model's loss, up to the batch, and
+    # not a random model's; in 40 updates it gets far below training from scratch.
+    start = training_loss(checkpoint, copy_task)
+    assert abs(tuned[0] - start) < 0.3 and fresh[0] > start + 0.8, (tuned[0], start, fresh[0])
+    assert tuned_valid[-1] < tuned_valid[0] and tuned_valid[-1] < fresh_valid[-1] - 1.0, (tuned_valid, fresh_valid)
+    # --restore-file with every --reset-* flag loads the same weights: the same first loss
+    restored = train(copy_task, tmp_path / "restore", *report["model_flags"], "--restore-file", checkpoint,
+                     "--reset-optimizer", "--reset-lr-scheduler", "--reset-meters", "--reset-dataloader",
+                     "--max-update", "1", "--log-interval", "1", "--no-save")
+    assert losses(restored.stdout + restored.stderr)[0] == tuned[0]
+
+
+def test_the_command_prints_the_table_and_the_fine_tuning_flags(dense_twin, tmp_path):
+    out = run_command(console("phm-compress"), dense_twin, "--arch", "quaternion_transformer_demo",
+                      "--qkv-projection", "fused", *TINY, "--out", tmp_path / "quaternion.pt")
+    table = out.stdout
+    assert re.search(r"encoder\.layers\.0\.self_attn\.qkv_proj\s+96 x 32\s+4\s+quaternion\s+0\.\d{4}", table), table
+    assert re.search(r"without embeddings\s+21,376\s+" + f"{transformer_body(32, 64, 1, quaternion=True):,}", table), table
+    flags = re.search(r"fairseq-train command with (.*) \(and --user-dir", table).group(1).split()
+    expected = ["--arch", "quaternion_transformer_demo", "--qkv-projection", "fused", *TINY]
+    assert dict(zip(flags[::2], flags[1::2])) == dict(zip(expected[::2], expected[1::2])), table
+    assert (tmp_path / "quaternion.pt").is_file()
+
+
+# --- fairseq's own transformer ----------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def dense_fairseq(copy_task, tmp_path_factory):
+    save_dir = tmp_path_factory.mktemp("dense_fairseq")
+    train(copy_task, save_dir, "--arch", "transformer", "--max-update", "5")
+    return save_dir / "checkpoint_last.pt"
+
+
+def test_fairseq_transformer_compresses_to_the_plugins_models(dense_fairseq, copy_task, tmp_path):
+    dense, task = load(dense_fairseq, copy_task)
+    dataset = task.dataset("test")
+    batch = dataset.collater([dataset[i] for i in range(8)])["net_input"]
+    with torch.no_grad():
+        expected = dense(**batch)[0]
+
+    compressed(dense_fairseq, tmp_path / "n1.pt", "--arch", "phm_transformer_demo", "--phm-n", "1")
+    model, _ = load(tmp_path / "n1.pt", copy_task)
+    with torch.no_grad():
+        torch.testing.assert_close(model(**batch)[0], expected, rtol=0, atol=0)
+
+    report = compressed(dense_fairseq, tmp_path / "partial.pt", "--arch", "quaternion_transformer_partial_demo")
+    assert {layer["kind"] for layer in report["layers"]} == {"quaternion"}
+    assert not any(".fc" in layer["name"] for layer in report["layers"])
+    model, _ = load(tmp_path / "partial.pt", copy_task)
+    dense_state = dense.state_dict()
+    for key, value in model.state_dict().items():
+        if key.endswith(".S"):  # a quaternion layer: the least-squares components of the dense weight
+            expected = nearest_with_rule(dense_state[key[: -len("S")] + "weight"], multiplication_rule(4)).S
+            torch.testing.assert_close(value, expected, rtol=0, atol=1e-7)
+        else:  # everything else, the feed-forward layers and the biases included, is copied exactly
+            assert torch.equal(value, dense_state[key]), key
+
+
+# --- refusals -----------------------------------------------------------------------------------
+
+def refused(*argv, message, out=None):
+    code, stdout, stderr = phm_compress(*argv)
+    assert code == 2 and re.search(message, stderr), stderr[-2000:]
+    assert out is None or not out.exists(), "nothing was written"
+
+
+def test_a_missing_or_foreign_file_is_refused(tmp_path):
+    out = tmp_path / "out.pt"
+    args = ("--arch", "phm_transformer_demo", "--out", out)
+    refused(tmp_path / "nowhere.pt", *args, message=r"nowhere.pt: no such checkpoint file", out=out)
+    (tmp_path / "text.pt").write_text("not a checkpoint\n")
+    refused(tmp_path / "text.pt", *args, message=r"text.pt: not a checkpoint that can be loaded safely", out=out)
+    torch.save({"weights": torch.zeros(3)}, tmp_path / "tensors.pt")
+    refused(tmp_path / "tensors.pt", *args, message=r"not a fairseq training checkpoint", out=out)
+
+
+def test_a_checkpoint_of_another_task_or_model_is_refused(dense_twin, phm_twins, tmp_path):
+    out = tmp_path / "out.pt"
+    state = torch.load(dense_twin, weights_only=True)
+    state["cfg"]["task"]["_name"] = "nli"
+    state["cfg"]["model"].arch = state["cfg"]["model"]._name = "phm_lstm_nli"
+    torch.save(state, tmp_path / "nli.pt")
+    refused(tmp_path / "nli.pt", "--arch", "phm_transformer_demo", "--out", out, *TINY,
+            message=r"holds a model for task 'nli' \(arch 'phm_lstm_nli'\); phm-compress compresses translation", out=out)
+    refused(phm_twins[4][0], "--arch", "phm_transformer_demo", "--out", out, *TINY,
+            message=r"holds a 'phm_transformer' model \(arch 'phm_transformer_demo'\); phm-compress takes a dense "
+                    r"Transformer: transformer \(fairseq's transformer\), dense_transformer", out=out)
+
+
+def test_other_sizes_are_refused_with_both_and_the_matching_architecture(dense_twin, tmp_path):
+    out = tmp_path / "out.pt"
+    refused(dense_twin, "--arch", "phm_transformer_demo", "--out", out,
+            message=r"has other sizes than phm_transformer_demo: --encoder-layers 1 against 2, --encoder-embed-dim 32 "
+                    r"against 128, .* No phm_transformer architecture has them: give them with the architecture "
+                    r"\(--arch phm_transformer_demo --encoder-layers 1 --encoder-embed-dim 32 ", out=out)
+    refused(dense_twin, "--arch", "phm_transformer_demo", "--out", out, *TINY[:-2], "--decoder-attention-heads", "4",
+            message=r"--decoder-attention-heads 2 against 4\.", out=out)
+    demo = argparse.Namespace(arch="transformer_twin_demo", **{key: value for key, value in zip(
+        compress_cli.SIZE_KEYS, [2, 128, 512, 4] * 2)})
+    with pytest.raises(compress_cli.CompressionError, match=r"phm_transformer_demo has the checkpoint's sizes; or give"):
+        compress_cli.check_sizes("demo.pt", demo, "phm_transformer_iwslt", {})
+    compress_cli.check_sizes("demo.pt", demo, "phm_transformer_demo", {})  # the same sizes pass
+
+
+def test_bad_flags_are_refused(dense_twin, tmp_path):
+    out = tmp_path / "out.pt"
+    for flags, message in [
+        (["--arch", "phm_transformer_demo", "--phm-n", "3"],
+         r"--phm-n 3 must divide every feature size of the model, but does not divide --encoder-embed-dim 32"),
+        (["--arch", "phm_transformer_demo", "--dropout", "0.1"], r"cannot honour --dropout 0.1: phm-compress sets only"),
+        (["--arch", "phm_transformer_demo", "--phm-rank", "2"], r"cannot honour --phm-rank 2"),
+        (["--arch", "quaternion_transformer_demo", "--quaternion-attention"],
+         r"--quaternion-attention cannot be honoured: .* no weights approximate it"),
+        (["--arch", "quaternion_transformer_demo", "--phm-n", "4"], r"--phm-n applies to phm_transformer architectures"),
+        (["--arch", "transformer_twin_demo"], r"--arch transformer_twin_demo is a dense architecture; phm-compress writes one of"),
+        (["--arch", "no_such_arch"], r"--arch no_such_arch is no architecture"),
+    ]:
+        refused(dense_twin, *flags, "--out", out, *(TINY if "--phm-rank" not in flags else []), message=message, out=out)
+
+
+def test_existing_output_and_moved_data(dense_twin, copy_task, tmp_path):
+    out = tmp_path / "phm.pt"
+    out.write_bytes(b"keep me")
+    refused(dense_twin, "--arch", "phm_transformer_demo", "--out", out, *TINY, message=r"phm.pt exists: pass --force")
+    assert out.read_bytes() == b"keep me"
+    refused(dense_twin, "--arch", "phm_transformer_demo", "--out", dense_twin, "--force", *TINY,
+            message=r"is the dense checkpoint itself")
+    state = torch.load(dense_twin, weights_only=True)
+    state["cfg"]["task"]["data"] = str(tmp_path / "moved")
+    torch.save(state, tmp_path / "moved.pt")
+    out.unlink()
+    refused(tmp_path / "moved.pt", "--arch", "phm_transformer_demo", "--out", out, *TINY,
+            message=r"data directory '.*moved' does not exist here: pass --data DIR", out=out)
+    refused(tmp_path / "moved.pt", "--arch", "phm_transformer_demo", "--out", out, *TINY, "--data", tmp_path / "gone",
+            message=r"--data .*gone: no such directory", out=out)
+    compressed(tmp_path / "moved.pt", out, "--arch", "phm_transformer_demo", "--data", copy_task)
+    written = torch.load(out, weights_only=True)
+    assert written["cfg"]["task"]["data"] == str(copy_task) and "last_optimizer_state" not in written
