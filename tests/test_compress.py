@@ -454,3 +454,41 @@ def test_existing_output_and_moved_data(dense_twin, copy_task, tmp_path):
     compressed(tmp_path / "moved.pt", out, "--arch", "phm_transformer_demo", "--data", copy_task)
     written = torch.load(out, weights_only=True)
     assert written["cfg"]["task"]["data"] == str(copy_task) and "last_optimizer_state" not in written
+
+
+# --- the mapping itself, on models built in this process (random weights suffice) -------------
+
+def build(copy_task, *flags):
+    from fairseq import options, tasks
+
+    args = options.parse_args_and_arch(options.get_training_parser(),
+                                       input_args=[str(copy_task), "--task", "translation", *TINY, *flags])
+    task = tasks.setup_task(args)
+    return task.build_model(args).eval(), task
+
+
+@pytest.mark.parametrize("dense_qkv,target_qkv", [("fused", "separate"), ("separate", "fused"), ("fused", "fused")])
+def test_n1_keeps_the_function_whichever_qkv_layout_either_side_has(copy_task, dense_qkv, target_qkv):
+    from phm_fairseq.models.compress import compress_into
+
+    torch.manual_seed(0)
+    dense, task = build(copy_task, "--arch", "transformer_twin_demo", "--qkv-projection", dense_qkv)
+    target, _ = build(copy_task, "--arch", "phm_transformer_demo", "--phm-n", "1", "--qkv-projection", target_qkv)
+    report = compress_into(dense, target)
+    assert max(layer.relative_error for layer in report) == 0.0
+    task.load_dataset("test")
+    dataset = task.dataset("test")
+    batch = dataset.collater([dataset[i] for i in range(8)])["net_input"]
+    with torch.no_grad():
+        torch.testing.assert_close(target(**batch)[0], dense(**batch)[0], rtol=1e-6, atol=1e-6)
+
+
+def test_models_that_do_not_correspond_one_to_one_are_refused(copy_task):
+    from phm_fairseq.models.compress import CompressionError, compress_into
+
+    dense, _ = build(copy_task, "--arch", "transformer_twin_demo", "--encoder-layers", "2")
+    target, _ = build(copy_task, "--arch", "phm_transformer_demo", "--phm-n", "2")
+    # the dense model's second encoder layer has no place in the target: it would be left out
+    with pytest.raises(CompressionError, match=r"do not correspond one to one: the dense model's "
+                                               r"encoder.layers.1.self_attn.k_proj.weight, .* and 12 more would be left out$"):
+        compress_into(dense, target)

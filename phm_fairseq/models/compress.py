@@ -62,11 +62,23 @@ def compress_into(dense: nn.Module, target: nn.Module, progress=iter) -> list:
             report.append(CompressedLayer(name, layer.out_features, layer.in_features, layer.n, kind,
                                           factors.relative_error, float(weight.double().square().sum())))
     state.update({key: value for key, value in dense.state_dict().items() if key not in used})
+    expected = set(target.state_dict())
+    left_out, unset = [key for key in state if key not in expected], [key for key in expected if key not in state]
+    if left_out or unset:
+        raise CompressionError("the dense model and the target do not correspond one to one: " + "; ".join(
+            f"{whose} {_some(keys)} {what}" for whose, keys, what in (
+                ("the dense model's", left_out, "would be left out"), ("the target's", sorted(unset), "would be left unset"))
+            if keys))
     try:
         target.load_state_dict(state, strict=True)
-    except RuntimeError as error:
-        raise CompressionError(f"the dense model and the target do not correspond one to one: {error}") from None
+    except RuntimeError as error:  # e.g. parameters of other shapes
+        raise CompressionError(f"the dense model does not fit the target: {error}") from None
     return report
+
+
+def _some(keys, shown=4) -> str:
+    more = f" and {len(keys) - shown} more" if len(keys) > shown else ""
+    return ", ".join(keys[:shown]) + more
 
 
 def _dense_map(dense: nn.Module, name: str):
