@@ -69,7 +69,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--force", action="store_true", help="overwrite --out if it exists")
     parser.add_argument("--json", action="store_true", help="print the report as one JSON line")
     model = parser.add_argument_group("target model (the flags phm-compress can honour)")
-    model.add_argument("--phm-n", type=int, metavar="N", help="PHM architectures: number of Kronecker products")
+    model.add_argument("--phm-n", type=int, metavar="N",
+                       help="PHM architectures: number of Kronecker products (default: the architecture's, 4)")
     model.add_argument("--phm-rule", choices=RULES, help="PHM architectures: learned (default: the nearest sum of "
                        "N Kronecker products), algebra-init or algebra-frozen (A is the algebra's rule, S fitted to it)")
     model.add_argument("--qkv-projection", choices=["fused", "separate"],
