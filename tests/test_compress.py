@@ -401,15 +401,15 @@ def test_a_checkpoint_of_another_task_or_model_is_refused(dense_twin, phm_twins,
     refused(tmp_path / "nli.pt", "--arch", "phm_transformer_demo", "--out", out, *TINY,
             message=r"holds a model for task 'nli' \(arch 'phm_lstm_nli'\); phm-compress compresses translation", out=out)
     refused(phm_twins[4][0], "--arch", "phm_transformer_demo", "--out", out, *TINY,
-            message=r"holds a 'phm_transformer' model \(arch 'phm_transformer_demo'\); phm-compress takes a dense "
-                    r"Transformer: transformer \(fairseq's transformer\), dense_transformer", out=out)
+            message=r"holds a '\w+' model \(arch 'phm_transformer_demo'\); phm-compress takes a dense Transformer: "
+                    r"the plugin's dense twin \(transformer_twin_\*\) or fairseq's transformer", out=out)
 
 
 def test_other_sizes_are_refused_with_both_and_the_matching_architecture(dense_twin, tmp_path):
     out = tmp_path / "out.pt"
     refused(dense_twin, "--arch", "phm_transformer_demo", "--out", out,
             message=r"has other sizes than phm_transformer_demo: --encoder-layers 1 against 2, --encoder-embed-dim 32 "
-                    r"against 128, .* No phm_transformer architecture has them: give them with the architecture "
+                    r"against 128, .* No phm architecture has them: give them with the architecture "
                     r"\(--arch phm_transformer_demo --encoder-layers 1 --encoder-embed-dim 32 ", out=out)
     refused(dense_twin, "--arch", "phm_transformer_demo", "--out", out, *TINY[:-2], "--decoder-attention-heads", "4",
             message=r"--decoder-attention-heads 2 against 4\.", out=out)
@@ -431,7 +431,8 @@ def test_bad_flags_are_refused(dense_twin, tmp_path):
          r"--quaternion-attention cannot be honoured: .* no weights approximate it"),
         (["--arch", "quaternion_transformer_demo", "--phm-n", "4"], r"--phm-n applies to phm_transformer architectures"),
         (["--arch", "transformer_twin_demo"], r"--arch transformer_twin_demo is a dense architecture; phm-compress writes one of"),
-        (["--arch", "no_such_arch"], r"--arch no_such_arch is no architecture"),
+        (["--arch", "no_such_arch"], r"--arch no_such_arch is not a translation Transformer architecture"),
+        (["--arch", "phm_transformer_classifier"], r"--arch phm_transformer_classifier is not a translation Transformer"),
     ]:
         refused(dense_twin, *flags, "--out", out, *(TINY if "--phm-rank" not in flags else []), message=message, out=out)
 

@@ -35,7 +35,6 @@ from phm_fairseq.models.compress import CompressionError, compress_into, total_r
 from phm_fairseq.modules import RULES, count_parameters
 
 PLUGIN_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-DENSE_MODELS = {"transformer": "fairseq's transformer", "dense_transformer": "the plugin's dense twin"}
 HYPERCOMPLEX_KINDS = ("phm", "quaternion")
 SIZE_KEYS = tuple(f"{side}_{key}" for side in ("encoder", "decoder")
                   for key in ("layers", "embed_dim", "ffn_embed_dim", "attention_heads"))
@@ -47,13 +46,28 @@ def flag(key: str) -> str:
     return "--" + key.replace("_", "-")
 
 
-def target_architectures() -> list:
+def architecture_kind(arch: str):
+    """"dense", "phm" or "quaternion" for the translation Transformers that phm-compress reads and
+    writes, None for any other architecture: decided by fairseq's registry and the architecture
+    names (public and stable), not by how the plugin's model classes are organised."""
+    from fairseq.models import ARCH_MODEL_NAME_REGISTRY, ARCH_MODEL_REGISTRY
+    from fairseq.models.transformer import TransformerModel
+
+    model = ARCH_MODEL_REGISTRY.get(arch)
+    if model is None or not issubclass(model, TransformerModel):
+        return None
+    if ARCH_MODEL_NAME_REGISTRY[arch] == "transformer" or arch.startswith("transformer_twin_"):
+        return "dense"
+    for kind in HYPERCOMPLEX_KINDS:
+        if arch == f"{kind}_transformer" or arch.startswith(f"{kind}_transformer_"):
+            return kind
+    return None
+
+
+def architectures(kind: str) -> list:
     from fairseq.models import ARCH_MODEL_REGISTRY
 
-    from phm_fairseq.models.transformer import HypercomplexTransformerModel
-
-    return sorted(arch for arch, model in ARCH_MODEL_REGISTRY.items()
-                  if issubclass(model, HypercomplexTransformerModel) and model.kind in HYPERCOMPLEX_KINDS)
+    return sorted(arch for arch in ARCH_MODEL_REGISTRY if architecture_kind(arch) == kind)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -98,27 +112,24 @@ def parse_args(argv):
 
 def check_target(args) -> dict:
     """The model flags given on the command line, once the target can honour them all."""
-    from fairseq.models import ARCH_MODEL_REGISTRY
-
-    archs = target_architectures()
-    if args.arch not in archs:
-        model = ARCH_MODEL_REGISTRY.get(args.arch)
-        what = "no architecture" if model is None else f"a {getattr(model, 'kind', model.__name__)} architecture"
-        raise CompressionError(f"--arch {args.arch} is {what}; phm-compress writes one of {', '.join(archs)}")
-    kind = ARCH_MODEL_REGISTRY[args.arch].kind
-    given = {key: value for key, value in vars(args).items()
-             if key in HYPERCOMPLEX_KEYS + SIZE_KEYS and value is not None}
+    kind = architecture_kind(args.arch)
+    if kind not in HYPERCOMPLEX_KINDS:
+        what = {None: "not a translation Transformer architecture", "dense": "a dense architecture"}[kind]
+        targets = ", ".join(arch for kind in HYPERCOMPLEX_KINDS for arch in architectures(kind))
+        raise CompressionError(f"--arch {args.arch} is {what}; phm-compress writes one of {targets}")
     if args.quaternion_attention:
         raise CompressionError(
             "--quaternion-attention cannot be honoured: its attention (four softmaxes over Hamilton-product "
             "logits) is another function than the dense model's, so no weights approximate it. Compress "
             "without it"
         )
+    given = {key: value for key, value in vars(args).items()
+             if key in HYPERCOMPLEX_KEYS + SIZE_KEYS and value is not None}
     if kind != "phm":
         for key in ("phm_n", "phm_rule"):
             if key in given:
                 raise CompressionError(f"{flag(key)} applies to phm_transformer architectures; {args.arch}'s "
-                                    f"quaternion layers have n = 4 and Hamilton's rule")
+                                       f"quaternion layers have n = 4 and Hamilton's rule")
     return given
 
 
@@ -154,18 +165,18 @@ def read_checkpoint(path: str, data):
     if task is None or not issubclass(task, TranslationTask):
         raise CompressionError(f"{path} holds a model for task {task_name!r} (arch {arch!r}); phm-compress compresses "
                             f"translation Transformers (task translation)")
-    model_name = ARCH_MODEL_NAME_REGISTRY.get(arch)
-    if model_name not in DENSE_MODELS or not isinstance(model_cfg, argparse.Namespace):
+    if architecture_kind(arch) != "dense" or not isinstance(model_cfg, argparse.Namespace):
         raise CompressionError(
-            f"{path} holds a {model_name or arch!r} model (arch {arch!r}); phm-compress takes a dense Transformer: "
-            f"{', '.join(f'{name} ({what})' for name, what in DENSE_MODELS.items())}"
+            f"{path} holds a {ARCH_MODEL_NAME_REGISTRY.get(arch, arch)!r} model (arch {arch!r}); phm-compress takes "
+            f"a dense Transformer: the plugin's dense twin (transformer_twin_*) or fairseq's transformer "
+            f"(transformer, transformer_iwslt_de_en, transformer_wmt_en_de, ...)"
         )
     return state
 
 
 def check_sizes(path: str, dense_args, arch: str, given: dict) -> None:
     """Refuses an architecture whose sizes (with the given size flags) are not the checkpoint's."""
-    from fairseq.models import ARCH_CONFIG_REGISTRY, ARCH_MODEL_INV_REGISTRY, ARCH_MODEL_NAME_REGISTRY
+    from fairseq.models import ARCH_CONFIG_REGISTRY
 
     def sizes(name, flags):
         args = argparse.Namespace(**flags)
@@ -177,12 +188,13 @@ def check_sizes(path: str, dense_args, arch: str, given: dict) -> None:
     if requested == ours:
         return
     differ = ", ".join(f"{flag(key)} {ours[key]} against {requested[key]}" for key in SIZE_KEYS if ours[key] != requested[key])
-    same = [name for name in ARCH_MODEL_INV_REGISTRY[ARCH_MODEL_NAME_REGISTRY[arch]] if sizes(name, {}) == ours]
+    kind = architecture_kind(arch)
+    same = [name for name in architectures(kind) if sizes(name, {}) == ours]
     sizes_flags = " ".join(f"{flag(key)} {ours[key]}" for key in SIZE_KEYS if ours[key] != sizes(arch, {})[key])
     raise CompressionError(
         f"{path} ({dense_args.arch}) has other sizes than {arch}: {differ}. "
         + (f"{', '.join(same)} {'has' if len(same) == 1 else 'have'} the checkpoint's sizes; or " if same
-           else f"No {ARCH_MODEL_NAME_REGISTRY[arch]} architecture has them: ")
+           else f"No {kind} architecture has them: ")
         + f"give them with the architecture (--arch {arch} {sizes_flags}), and to fairseq-train when fine-tuning"
     )
 
