@@ -76,7 +76,8 @@ def build_parser() -> argparse.ArgumentParser:
         allow_abbrev=False,
     )
     parser.add_argument("checkpoint", metavar="DENSE.pt", help="trained dense fairseq translation checkpoint")
-    parser.add_argument("--arch", required=True, help="target architecture: phm_transformer_* or quaternion_transformer_*")
+    parser.add_argument("--arch", required=True,
+                        help="target architecture: phm_transformer_* or quaternion_transformer_*")
     parser.add_argument("--out", required=True, metavar="PHM.pt", help="checkpoint to write")
     parser.add_argument("--data", metavar="DIR", help="the binarized data directory, if it moved since training "
                                                       "(the dictionaries are read from it)")
@@ -85,8 +86,9 @@ def build_parser() -> argparse.ArgumentParser:
     model = parser.add_argument_group("target model (the flags phm-compress can honour)")
     model.add_argument("--phm-n", type=int, metavar="N",
                        help="PHM architectures: number of Kronecker products (default: the architecture's, 4)")
-    model.add_argument("--phm-rule", choices=RULES, help="PHM architectures: learned (default: the nearest sum of "
-                       "N Kronecker products), algebra-init or algebra-frozen (A is the algebra's rule, S fitted to it)")
+    model.add_argument("--phm-rule", choices=RULES,
+                       help="PHM architectures: learned (default: the nearest sum of N Kronecker products), "
+                            "algebra-init or algebra-frozen (A is the algebra's rule, S fitted to it)")
     model.add_argument("--qkv-projection", choices=["fused", "separate"],
                        help="self-attention Q, K, V as one projection (fused: q, k, v stacked) or three")
     model.add_argument("--dense-ffn", action="store_true", default=None,
@@ -187,7 +189,8 @@ def check_sizes(path: str, dense_args, arch: str, given: dict) -> None:
     requested = sizes(arch, {key: value for key, value in given.items() if key in SIZE_KEYS})
     if requested == ours:
         return
-    differ = ", ".join(f"{flag(key)} {ours[key]} against {requested[key]}" for key in SIZE_KEYS if ours[key] != requested[key])
+    differ = ", ".join(f"{flag(key)} {ours[key]} against {requested[key]}"
+                       for key in SIZE_KEYS if ours[key] != requested[key])
     kind = architecture_kind(arch)
     same = [name for name in architectures(kind) if sizes(name, {}) == ours]
     sizes_flags = " ".join(f"{flag(key)} {ours[key]}" for key in SIZE_KEYS if ours[key] != sizes(arch, {})[key])
@@ -249,8 +252,8 @@ def compress(args, progress=True) -> dict:
     except ValueError as error:  # flags the architecture refuses, e.g. an n that does not divide the sizes
         raise CompressionError(str(error)) from None
 
-    bar = lambda layers: tqdm(layers, desc="compressing", unit="layer", disable=None if progress else True)  # noqa: E731
-    layers = compress_into(dense, target, progress=bar)
+    layers = compress_into(dense, target, progress=lambda layers: tqdm(
+        layers, desc="compressing", unit="layer", disable=None if progress else True))  # None: off unless a terminal
     before, after = count_parameters(dense), count_parameters(target)
     report = {
         "checkpoint": args.checkpoint, "dense_arch": dense_args.arch, "out": args.out, "arch": args.arch,

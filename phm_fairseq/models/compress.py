@@ -65,10 +65,10 @@ def compress_into(dense: nn.Module, target: nn.Module, progress=iter) -> list:
     expected = set(target.state_dict())
     left_out, unset = [key for key in state if key not in expected], [key for key in expected if key not in state]
     if left_out or unset:
-        raise CompressionError("the dense model and the target do not correspond one to one: " + "; ".join(
-            f"{whose} {_some(keys)} {what}" for whose, keys, what in (
-                ("the dense model's", left_out, "would be left out"), ("the target's", sorted(unset), "would be left unset"))
-            if keys))
+        parts = (("the dense model's", left_out, "would be left out"),
+                 ("the target's", sorted(unset), "would be left unset"))
+        raise CompressionError("the dense model and the target do not correspond one to one: "
+                               + "; ".join(f"{whose} {_some(keys)} {what}" for whose, keys, what in parts if keys))
     try:
         target.load_state_dict(state, strict=True)
     except RuntimeError as error:  # e.g. parameters of other shapes
@@ -93,7 +93,7 @@ def _dense_map(dense: nn.Module, name: str):
     try:
         layer = dense.get_submodule(name)
     except AttributeError:
-        raise CompressionError(f"the dense model has no {name} to compress into the target's layer of that name") from None
+        raise CompressionError(f"the dense model has no {name} for the target's layer of that name") from None
     # The dense twin's own fused Q/K/V: its q, k, v are row slices of one nn.Linear.
     owner = f"{parent}.qkv_proj" if isinstance(layer, RowSlice) else name
     if not isinstance(layer, (nn.Linear, RowSlice)):
