@@ -260,6 +260,7 @@ def training_loss(checkpoint, data, split="valid"):
     return float(loss) / batch["ntokens"] / math.log(2)
 
 
+@pytest.mark.slow
 def test_errors_and_parameter_counts_in_the_report(phm_twins):
     errors = {n: report["relative_error"] for n, (_, report) in phm_twins.items()}
     assert errors[1] < 1e-6 and 0 < errors[2] < errors[4] < 1, errors
@@ -276,6 +277,7 @@ def test_errors_and_parameter_counts_in_the_report(phm_twins):
         assert counts["compressed"]["embeddings"] == counts["dense"]["embeddings"]
 
 
+@pytest.mark.slow
 def test_n1_generates_exactly_what_the_dense_model_generates(dense_twin, phm_twins, copy_task):
     def generate(checkpoint):
         out = run_command(console("fairseq-generate"), copy_task, "--user-dir", PLUGIN, "--path", checkpoint,
@@ -288,6 +290,7 @@ def test_n1_generates_exactly_what_the_dense_model_generates(dense_twin, phm_twi
     assert generate(phm_twins[1][0]) == dense  # hypotheses and their scores, token by token
 
 
+@pytest.mark.slow
 def test_outputs_approach_the_dense_models_as_n_falls(dense_twin, phm_twins, copy_task):
     def log_probs(checkpoint):
         model, task = load(checkpoint, copy_task)
@@ -311,6 +314,7 @@ def fresh_phm_n2(copy_task, tmp_path_factory):
     return result.stdout + result.stderr
 
 
+@pytest.mark.slow
 def test_fairseq_train_fine_tunes_the_compressed_model(phm_twins, fresh_phm_n2, copy_task, tmp_path):
     checkpoint, report = phm_twins[2]
     # the fine-tuning command: the dense model's, with the flags that the report names
@@ -333,6 +337,7 @@ def test_fairseq_train_fine_tunes_the_compressed_model(phm_twins, fresh_phm_n2, 
     assert losses(restored.stdout + restored.stderr)[0] == tuned[0]
 
 
+@pytest.mark.slow
 def test_the_command_prints_the_table_and_the_fine_tuning_flags(dense_twin, tmp_path):
     out = run_command(console("phm-compress"), dense_twin, "--arch", "quaternion_transformer_demo",
                       "--qkv-projection", "fused", *TINY, "--out", tmp_path / "quaternion.pt")
@@ -355,6 +360,7 @@ def dense_fairseq(copy_task, tmp_path_factory):
     return save_dir / "checkpoint_last.pt"
 
 
+@pytest.mark.slow
 def test_fairseq_transformer_compresses_to_the_plugins_models(dense_fairseq, copy_task, tmp_path):
     dense, task = load(dense_fairseq, copy_task)
     dataset = task.dataset("test")
@@ -398,6 +404,7 @@ def test_a_missing_or_foreign_file_is_refused(tmp_path):
     refused(tmp_path / "tensors.pt", *args, message=r"not a fairseq training checkpoint", out=out)
 
 
+@pytest.mark.slow
 def test_a_checkpoint_of_another_task_or_model_is_refused(dense_twin, phm_twins, tmp_path):
     out = tmp_path / "out.pt"
     state = torch.load(dense_twin, weights_only=True)
@@ -412,6 +419,7 @@ def test_a_checkpoint_of_another_task_or_model_is_refused(dense_twin, phm_twins,
                     r"the plugin's dense twin \(transformer_twin_\*\) or fairseq's transformer", out=out)
 
 
+@pytest.mark.slow
 def test_other_sizes_are_refused_with_both_and_the_matching_architecture(dense_twin, tmp_path):
     out = tmp_path / "out.pt"
     refused(dense_twin, "--arch", "phm_transformer_demo", "--out", out,
@@ -427,6 +435,7 @@ def test_other_sizes_are_refused_with_both_and_the_matching_architecture(dense_t
     compress_cli.check_sizes("demo.pt", demo, "phm_transformer_demo", {})  # the same sizes pass
 
 
+@pytest.mark.slow
 def test_bad_flags_are_refused(dense_twin, tmp_path):
     out = tmp_path / "out.pt"
     for flags, message in [
@@ -444,6 +453,7 @@ def test_bad_flags_are_refused(dense_twin, tmp_path):
         refused(dense_twin, *flags, "--out", out, *TINY, message=message, out=out)
 
 
+@pytest.mark.slow
 def test_existing_output_and_moved_data(dense_twin, copy_task, tmp_path):
     out = tmp_path / "phm.pt"
     out.write_bytes(b"keep me")
