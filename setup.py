@@ -44,6 +44,7 @@ setup(
             "phm-evaluate = phm_fairseq.cli.evaluate:main",
             "phm-run = phm_fairseq.cli.run:main",
             "phm-collect = phm_fairseq.cli.collect:main",
+            "phm-compress = phm_fairseq.cli.compress:main",
         ]
     },
     classifiers=[
