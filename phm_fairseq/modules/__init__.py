@@ -2,9 +2,9 @@
 
 from .algebra import ALGEBRAS, multiplication_rule, structure_constants
 from .hypercomplex_lstm import GATE_LAYOUTS, HypercomplexLSTM
-from .linear_spec import KINDS, LinearSpec
+from .linear_spec import KINDS, RULES, SHARED_RULE_SCOPES, LinearSpec
 from .parameter_count import ParameterCount, count_parameters
-from .phm_linear import RULES, PHMLinear, QuaternionLinear, kronecker_sum
+from .phm_linear import PHMLinear, QuaternionLinear, kronecker_sum
 from .pooling import max_mean_pool, mean_pool
 
 __all__ = [
@@ -13,6 +13,7 @@ __all__ = [
     "HypercomplexLSTM",
     "KINDS",
     "RULES",
+    "SHARED_RULE_SCOPES",
     "LinearSpec",
     "ParameterCount",
     "PHMLinear",
