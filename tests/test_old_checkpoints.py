@@ -34,3 +34,23 @@ def test_a_seed_gives_the_same_initial_weights_as_before(name):
     now = {key: tensor_digest(value) for key, value in build_model(DATA / data, arguments).state_dict().items()}
     assert list(now) == list(before), "the same parameters, in the same order"
     assert now == before, [key for key in now if now[key] != before[key]]
+
+
+ARCHITECTURES_ON_MAIN = {  # fairseq's ARCH_MODEL_REGISTRY on main (1686f26), the plugin's part
+    "dense_transformer", "lstm_nli", "phm_lstm_nli", "phm_transformer", "phm_transformer_base",
+    "phm_transformer_classifier", "phm_transformer_demo", "phm_transformer_iwslt", "quaternion_lstm_nli",
+    "quaternion_transformer", "quaternion_transformer_base", "quaternion_transformer_classifier",
+    "quaternion_transformer_demo", "quaternion_transformer_iwslt", "quaternion_transformer_partial_base",
+    "quaternion_transformer_partial_demo", "quaternion_transformer_partial_iwslt", "transformer_classifier",
+    "transformer_twin_base", "transformer_twin_demo", "transformer_twin_iwslt",
+}
+
+
+def test_every_architecture_name_is_still_registered_and_named_in_the_source():
+    from fairseq.models import ARCH_MODEL_REGISTRY
+
+    plugin = Path(phm_fairseq.__file__).parent
+    ours = {arch for arch, model in ARCH_MODEL_REGISTRY.items() if model.__module__.startswith("phm_fairseq.")}
+    assert ours == ARCHITECTURES_ON_MAIN
+    source = "".join(path.read_text() for path in (plugin / "models").glob("*.py"))
+    assert all(f'"{arch}"' in source for arch in ours), "grep finds every architecture"
