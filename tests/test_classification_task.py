@@ -80,3 +80,30 @@ def test_the_tasks_say_what_their_data_directory_is(tmp_path):
         NLITask.setup_task(argparse.Namespace(data=str(tmp_path / "nli")))
     with pytest.raises(FileNotFoundError, match=r"is not a sentence classification data directory"):
         SentenceClassificationTask.setup_task(argparse.Namespace(data=str(tmp_path)))
+
+
+def test_criterion_keeps_counts_as_tensors_and_reduces_them_to_accuracy():
+    import torch
+    from fairseq.logging import metrics
+
+    from phm_fairseq.criterions.classification import ClassificationCriterion
+
+    criterion = ClassificationCriterion(task=None)
+    logits = torch.tensor([[2.0, 0.0], [0.0, 1.0], [3.0, 0.0], [0.0, 2.0]])
+    outputs = []
+    for rows, target in ((slice(0, 2), [0, 0]), (slice(2, 4), [0, 1])):  # 1 of 2, then 2 of 2 right
+        sample = {"net_input": {"x": logits[rows]}, "target": torch.tensor(target), "ntokens": 6}
+        _loss, size, logging_output = criterion(lambda x: x, sample)
+        assert size == 2 and torch.is_tensor(logging_output["ncorrect"])  # no .item() per step
+        outputs.append(logging_output)
+    with metrics.aggregate() as aggregate:
+        ClassificationCriterion.reduce_metrics(outputs)
+        assert aggregate.get_smoothed_values()["accuracy"] == 75.0
+
+
+def test_nli_architecture_keeps_the_values_a_user_gives_even_zero():
+    from phm_fairseq.models.lstm_nli import base_architecture
+
+    args = argparse.Namespace(dropout=0.0, encoder_layers=2)
+    base_architecture(args, "phm")
+    assert (args.dropout, args.encoder_layers, args.encoder_hidden_size, args.linear_kind) == (0.0, 2, 300, "phm")
