@@ -381,7 +381,8 @@ def test_low_rank_to_dense_and_torchscript_are_equivalent():
 
 def test_a_rank_that_saves_nothing_is_warned_about():
     with pytest.warns(UserWarning, match=r"PHM layer 128->128, n=4: rank 32 factors hold 8,192 weights, no fewer "
-                                         r"than the 4,096 of full-rank S_i \(blocks of 32x32\); ranks up to 15 save weights"):
+                                         r"than the 4,096 of full-rank S_i \(blocks of 32x32\); "
+                                         r"ranks up to 15 save weights"):
         PHMLinear(128, 128, n=4, rank=32)  # the demo size's attention maps at rank 32: still allowed
     with pytest.warns(UserWarning, match=r"PHM layer 8->8, n=4: .* no rank saves weights in a layer this small"):
         PHMLinear(8, 8, n=4, rank=1)

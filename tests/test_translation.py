@@ -285,10 +285,13 @@ def transformer_body(d, f, layers, n=1, fused=True, phm_ffn=True, quaternion=Fal
     ("quaternion_transformer_iwslt", [], transformer_body(256, 1024, 2, quaternion=True, fused=False)),
     ("quaternion_transformer_partial_iwslt", [], transformer_body(256, 1024, 2, quaternion=True, fused=False, phm_ffn=False)),
     ("phm_transformer_base", ["--phm-n", "16"], transformer_body(512, 2048, 4, n=16)),
-    ("phm_transformer_iwslt", ["--phm-n", "8", "--phm-shared-rule", "model"], transformer_body(256, 1024, 2, n=8, shared_rules=1)),
-    ("phm_transformer_iwslt", ["--phm-n", "8", "--phm-shared-rule", "side"], transformer_body(256, 1024, 2, n=8, shared_rules=2)),
+    ("phm_transformer_iwslt", ["--phm-n", "8", "--phm-shared-rule", "model"],
+     transformer_body(256, 1024, 2, n=8, shared_rules=1)),
+    ("phm_transformer_iwslt", ["--phm-n", "8", "--phm-shared-rule", "side"],
+     transformer_body(256, 1024, 2, n=8, shared_rules=2)),
     ("phm_transformer_iwslt", ["--phm-n", "4", "--phm-rank", "8"], transformer_body(256, 1024, 2, n=4, rank=8)),
-    ("phm_transformer_base", ["--phm-n", "16", "--phm-rank", "8", "--phm-shared-rule", "side", "--qkv-projection", "separate"],
+    ("phm_transformer_base", ["--phm-n", "16", "--phm-rank", "8", "--phm-shared-rule", "side",
+                              "--qkv-projection", "separate"],
      transformer_body(512, 2048, 4, n=16, rank=8, shared_rules=2, fused=False)),
 ])
 def test_parameter_counts_match_the_formula(copy_task, arch, flags, expected):

@@ -2,7 +2,9 @@
 
 from ..modules import KINDS, RULES, SHARED_RULE_SCOPES, LinearSpec
 
-PHM_FLAGS = {"phm_n": "--phm-n", "phm_rule": "--phm-rule", "phm_rank": "--phm-rank", "phm_shared_rule": "--phm-shared-rule"}
+PHM_FLAGS = {
+    "phm_n": "--phm-n", "phm_rule": "--phm-rule", "phm_rank": "--phm-rank", "phm_shared_rule": "--phm-shared-rule",
+}
 """The flags of PHM models only, by the attribute that argparse gives them."""
 
 
