@@ -90,18 +90,22 @@ def test_tensorboard_logdir_gets_the_training_curves(trained):
     assert set(events) >= {"train", "train_inner", "valid"} and all(p.stat().st_size > 0 for p in events.values())
 
 
-def test_shared_rule_and_rank_run_as_asked_and_stay_tied_after_loading(trained):
+def test_shared_rule_and_rank_run_as_asked_and_stay_tied_after_loading_and_resuming(trained, copy_task, tmp_path):
     from phm_fairseq.modules import PHMLinear
 
     name, checkpoint, log = trained
     if name != "phm-shared-rule-rank4":
         pytest.skip("a model without a shared rule")
     assert "PHM layer 32->32, n=4: rank 4 factors hold 256 weights, no fewer than the 256 of full-rank S_i" in log
-    model, _task = load(checkpoint)
-    layers = [m for m in model.modules() if isinstance(m, PHMLinear)]
-    assert len(layers) == 12 and all(layer.A is layers[0].A and layer.rank == 4 for layer in layers)
-    state = torch.load(checkpoint, weights_only=True)["model"]
-    assert all(torch.equal(state[key], layers[0].A) for key in state if key.endswith(".A"))
+    resumed = train(copy_task, tmp_path, *ARCHS[name], "--max-update", "610",
+                    "--restore-file", checkpoint.parent / "checkpoint_last.pt")
+    assert re.search(r"num_updates[= ]610\b", resumed.stdout + resumed.stderr), "resumed at 600, trained on to 610"
+    for path in (checkpoint, tmp_path / "checkpoint_last.pt"):
+        model, _task = load(path)
+        layers = [m for m in model.modules() if isinstance(m, PHMLinear)]
+        assert len(layers) == 12 and all(layer.A is layers[0].A and layer.rank == 4 for layer in layers)
+        state = torch.load(path, weights_only=True)["model"]
+        assert all(torch.equal(state[key], layers[0].A) for key in state if key.endswith(".A"))
 
 
 def test_beam_search_equals_full_re_decoding_and_incremental_steps_equal_full_pass(trained):
