@@ -71,3 +71,10 @@ def test_initialisation_follows_fairseqs_gains_and_survives_reset_parameters():
         before = mha.q_proj.S.clone()
         mha.reset_parameters()
         assert not torch.equal(mha.q_proj.S, before)  # really re-initialised, not a lost write
+
+
+def test_quaternion_attention_refuses_a_fused_qkv_projection():
+    from phm_fairseq.models.quaternion_attention import QuaternionMultiheadAttention
+
+    with pytest.raises(ValueError, match="needs Q, K and V that are each a Hamilton product"):
+        QuaternionMultiheadAttention(32, 2, linear=LinearSpec("quaternion"), fused_qkv=True, self_attention=True)

@@ -265,7 +265,8 @@ def test_wrong_phm_n_names_the_encoder_flags(sva_data, capsys):
     with pytest.raises(SystemExit):
         parameters(capsys, sva_data[0], "--arch", "phm_transformer_classifier", "--phm-n", "3")
     err = capsys.readouterr().err
-    assert "--phm-n 3 must divide every feature size of the model, but does not divide --encoder-embed-dim 128;" in err
+    assert ("--phm-n 3 must divide every feature size of the model, but does not divide --encoder-embed-dim 128, "
+            "--encoder-ffn-embed-dim 512;") in err
     assert "decoder" not in err and "[1, 2, 4, 8, 16, 32, 64, 128]" in err
 
 

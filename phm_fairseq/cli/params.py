@@ -1,7 +1,7 @@
 """phm-params: a fairseq model's parameters, with and without embeddings, against dense layers.
 
     phm-params checkpoints/checkpoint_best.pt
-    phm-params data-bin/multi30k.en-de --task translation --arch phm_transformer_multi30k --phm-n 4
+    phm-params data-bin/multi30k.en-de --task translation --arch phm_transformer_demo --phm-n 4
     phm-params --module encoder.lstm data-bin/snli --task nli --arch phm_lstm_nli --phm-n 5
 
 The first form loads a trained model; the second builds one from fairseq-train arguments

@@ -9,9 +9,9 @@ from .kronecker_decomposition import (
     nearest_kronecker_sum,
     nearest_with_rule,
 )
-from .linear_spec import KINDS, LinearSpec
+from .linear_spec import KINDS, RULES, SHARED_RULE_SCOPES, LinearSpec
 from .parameter_count import ParameterCount, count_parameters
-from .phm_linear import RULES, PHMLinear, QuaternionLinear, kronecker_sum
+from .phm_linear import PHMLinear, QuaternionLinear, kronecker_sum
 from .pooling import max_mean_pool, mean_pool
 
 __all__ = [
@@ -21,6 +21,7 @@ __all__ = [
     "KINDS",
     "KroneckerFactors",
     "RULES",
+    "SHARED_RULE_SCOPES",
     "LinearSpec",
     "ParameterCount",
     "PHMLinear",

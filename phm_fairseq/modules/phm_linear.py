@@ -2,20 +2,19 @@
 
 Layout follows ``nn.Linear``: ``y = x H^T + b`` with H of shape (out_features, in_features),
     H = sum_{i=1..n} A_i kron S_i,    A (n, n, n),   S (n, out_features/n, in_features/n),
-so the layer has out*in/n + n^3 weights instead of out*in.
+so the layer has out*in/n + n^3 weights instead of out*in. With a rank R, each S_i is the
+product S_left_i @ S_right_i of (out/n x R) and (R x in/n) factors: R*(out+in) + n^3 weights.
 """
 
 import math
+from typing import Optional, Tuple
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from .algebra import ALGEBRAS, check_algebra_dim, multiplication_rule
-
-RULES = ("learned", "algebra-init", "algebra-frozen")
-"""How A is obtained: learned from a random start; learned from the algebra's rule; the
-algebra's rule, frozen (a buffer, not a parameter). Algebra rules need n in 1, 2, 4, 8, 16."""
+from .algebra import ALGEBRAS, multiplication_rule
+from .linear_spec import RULES, LinearSpec  # noqa: F401  (RULES: also importable from here, as before)
 
 
 def kronecker_sum(A: Tensor, S: Tensor) -> Tensor:
@@ -36,6 +35,11 @@ class PHMLinear(nn.Module):
         bias: learn an additive bias (of ``out_features``, not compressed).
         rule: "learned" (default), "algebra-init" or "algebra-frozen"; see ``RULES``.
         gain: the init targets the variance of ``nn.init.xavier_uniform_(W, gain)``.
+        rank: None (default: each S_i is a full matrix, the Parameter ``S``) or R: each S_i is
+            ``S_left[i] @ S_right[i]``, factors of (out_features/n, R) and (R, in_features/n).
+
+    The arguments are validated by ``LinearSpec`` (the messages are the same wherever a layer
+    is built). ``kronecker_factors()`` gives (A, S) with S built from its factors when low rank.
 
     ``weight`` is H, built on access; fairseq's attention reads it directly. In eval mode
     under ``torch.no_grad()`` H is built once and reused until a parameter changes.
@@ -54,17 +58,22 @@ class PHMLinear(nn.Module):
         gain: float = 1.0,
         device=None,
         dtype=None,
+        rank: Optional[int] = None,
     ) -> None:
         super().__init__()
-        _check_shape(in_features, out_features, n)
-        if rule not in RULES:
-            raise ValueError(f"unknown PHM rule {rule!r}: choose one of {', '.join(RULES)}")
-        if rule != "learned":
-            check_algebra_dim(n)
+        LinearSpec("phm", n=n, rule=rule, rank=rank).check_layer(in_features, out_features)
         factory = {"device": device, "dtype": dtype}
         self.in_features, self.out_features, self.n = in_features, out_features, n
-        self.rule, self.gain = rule, gain
-        self.S = nn.Parameter(torch.empty(n, out_features // n, in_features // n, **factory))
+        self.rule, self.gain, self.rank = rule, gain, rank
+        blocks = (n, out_features // n, in_features // n)
+        if rank is None:
+            self.S = nn.Parameter(torch.empty(*blocks, **factory))
+            self.register_parameter("S_left", None)
+            self.register_parameter("S_right", None)
+        else:
+            self.register_parameter("S", None)
+            self.S_left = nn.Parameter(torch.empty(n, blocks[1], rank, **factory))
+            self.S_right = nn.Parameter(torch.empty(n, rank, blocks[2], **factory))
         if rule == "algebra-frozen":
             # A constant of the architecture, so not saved in checkpoints.
             self.register_buffer("A", torch.empty(n, n, n, **factory), persistent=False)
@@ -86,8 +95,17 @@ class PHMLinear(nn.Module):
                 # Var(H[block r,c]) = sum_i A_i[r,c]^2 Var(S) = Var(S), so S takes the
                 # dense layer's xavier-uniform distribution.
                 self.A.copy_(multiplication_rule(self.n))
-            bound = self.gain * math.sqrt(6.0 / (self.in_features + self.out_features))
-            nn.init.uniform_(self.S, -bound, bound)
+            if self.S is not None:
+                bound = self.gain * math.sqrt(6.0 / (self.in_features + self.out_features))
+                nn.init.uniform_(self.S, -bound, bound)
+            else:
+                # Entries of S_left_i @ S_right_i are sums of `rank` products of independent
+                # factor entries: factors of variance std / sqrt(rank) each give S_i the dense
+                # layer's xavier variance std^2 = 2 gain^2 / (in + out), whatever the rank.
+                std = self.gain * math.sqrt(2.0 / (self.in_features + self.out_features))
+                bound = math.sqrt(3.0 * std / math.sqrt(self.rank))
+                nn.init.uniform_(self.S_left, -bound, bound)
+                nn.init.uniform_(self.S_right, -bound, bound)
             self._reset_bias()
 
     def _reset_bias(self) -> None:
@@ -95,9 +113,22 @@ class PHMLinear(nn.Module):
             bound = 1.0 / math.sqrt(self.in_features)
             nn.init.uniform_(self.bias, -bound, bound)
 
+    def kronecker_factors(self) -> Tuple[Tensor, Tensor]:
+        """(A, S) of H = sum_i A_i kron S_i; S is built from its factors when the layer is low rank."""
+        if self.S is not None:
+            return self.A, self.S
+        return self.A, torch.matmul(self.S_left, self.S_right)
+
+    def factor_tensors(self) -> Tuple[Tensor, ...]:
+        """Every tensor that H is built from: A (possibly shared with other layers), S or its factors."""
+        if self.S is not None:
+            return self.A, self.S
+        return self.A, self.S_left, self.S_right
+
     def build_weight(self) -> Tensor:
-        """H (out_features, in_features), differentiable in A and S."""
-        return kronecker_sum(self.A, self.S)
+        """H (out_features, in_features), differentiable in A and S (or S's factors)."""
+        A, S = self.kronecker_factors()
+        return kronecker_sum(A, S)
 
     @property
     def weight(self) -> Tensor:
@@ -105,7 +136,9 @@ class PHMLinear(nn.Module):
             return self.build_weight()
         # An optimizer step, load_state_dict or any in-place edit bumps a version counter,
         # assigning a new Parameter changes its identity; _apply and train() drop the cache.
-        key = (self.A, self.S, self.A._version, self.S._version)
+        # A shared A is one tensor: a step through any layer that holds it shows here too.
+        tensors = self.factor_tensors()
+        key = (tensors, tuple(t._version for t in tensors))
         if not self._cache_matches(key):
             self._cached_weight, self._cache_key = self.build_weight(), key
         return self._cached_weight
@@ -113,8 +146,9 @@ class PHMLinear(nn.Module):
     def _cache_matches(self, key) -> bool:
         if self._cache_key is None:
             return False
-        A, S, *versions = self._cache_key
-        return A is key[0] and S is key[1] and versions == list(key[2:])
+        (tensors, versions), (cached_tensors, cached_versions) = key, self._cache_key
+        same = len(tensors) == len(cached_tensors) and all(a is b for a, b in zip(tensors, cached_tensors))
+        return same and versions == cached_versions
 
     def forward(self, input: Tensor) -> Tensor:
         if torch.jit.is_scripting():
@@ -138,15 +172,17 @@ class PHMLinear(nn.Module):
 
     def to_dense(self) -> nn.Linear:
         """An equivalent ``nn.Linear`` holding H, e.g. to run the model in stock fairseq."""
+        with torch.no_grad():
+            weight = self.build_weight()
         dense = nn.Linear(
             self.in_features,
             self.out_features,
             bias=self.bias is not None,
-            device=self.S.device,
-            dtype=self.S.dtype,
+            device=weight.device,
+            dtype=weight.dtype,
         )
         with torch.no_grad():
-            dense.weight.copy_(self.build_weight())
+            dense.weight.copy_(weight)
             if self.bias is not None:
                 dense.bias.copy_(self.bias)
         return dense
@@ -163,7 +199,7 @@ class PHMLinear(nn.Module):
         rule = self.rule if self.rule == "learned" else f"{self.rule} ({ALGEBRAS[self.n]})"
         return (
             f"in_features={self.in_features}, out_features={self.out_features}, n={self.n}, "
-            f"rule={rule}, bias={self.bias is not None}, "
+            f"rule={rule}, {f'rank={self.rank}, ' if self.rank is not None else ''}bias={self.bias is not None}, "
             f"params={params:,} ({params / self.dense_parameter_count:.3f}x dense)"
         )
 
@@ -197,16 +233,3 @@ class QuaternionLinear(PHMLinear):
             self.S[0] = modulus * torch.cos(phase)
             self.S[1:] = modulus * torch.sin(phase) * axis
             self._reset_bias()
-
-
-def _check_shape(in_features: int, out_features: int, n: int) -> None:
-    if not isinstance(n, int) or n < 1:
-        raise ValueError(f"PHM n must be a positive integer, got n={n!r}")
-    if in_features % n or out_features % n:
-        common = math.gcd(in_features, out_features)
-        divisors = [m for m in range(1, common + 1) if common % m == 0]
-        raise ValueError(
-            f"PHM layer {in_features}->{out_features}: n={n} must divide both "
-            f"in_features={in_features} and out_features={out_features}; "
-            f"n can be one of {divisors}"
-        )
