@@ -39,29 +39,26 @@ HYPERCOMPLEX_KINDS = ("phm", "quaternion")
 SIZE_KEYS = tuple(f"{side}_{key}" for side in ("encoder", "decoder")
                   for key in ("layers", "embed_dim", "ffn_embed_dim", "attention_heads"))
 # The target's own flags: the architecture decides them, not the dense model's arguments.
-HYPERCOMPLEX_KEYS = ("phm_n", "phm_rule", "qkv_projection", "dense_ffn", "quaternion_attention")
+HYPERCOMPLEX_KEYS = ("linear_kind", "phm_n", "phm_rule", "phm_rank", "phm_shared_rule", "qkv_projection", "dense_ffn",
+                     "quaternion_attention")
+GIVEN_KEYS = ("phm_n", "phm_rule", "phm_rank", "qkv_projection", "dense_ffn", "quaternion_attention")
 
 
 def flag(key: str) -> str:
     return "--" + key.replace("_", "-")
 
 
-def architecture_kind(arch: str):
+def architecture_kind(arch: str, model_args=None):
     """"dense", "phm" or "quaternion" for the translation Transformers that phm-compress reads and
-    writes, None for any other architecture: decided by fairseq's registry and the architecture
-    names (public and stable), not by how the plugin's model classes are organised."""
-    from fairseq.models import ARCH_MODEL_NAME_REGISTRY, ARCH_MODEL_REGISTRY
-    from fairseq.models.transformer import TransformerModel
+    writes, None for any other architecture: the plugin's architecture table (or a checkpoint's
+    --linear-kind) and fairseq's own transformer architectures (dense)."""
+    from fairseq.models import ARCH_MODEL_NAME_REGISTRY
 
-    model = ARCH_MODEL_REGISTRY.get(arch)
-    if model is None or not issubclass(model, TransformerModel):
-        return None
-    if ARCH_MODEL_NAME_REGISTRY[arch] == "transformer" or arch.startswith("transformer_twin_"):
-        return "dense"
-    for kind in HYPERCOMPLEX_KINDS:
-        if arch == f"{kind}_transformer" or arch.startswith(f"{kind}_transformer_"):
-            return kind
-    return None
+    from phm_fairseq.models.transformer import ARCHITECTURES
+
+    if arch in ARCHITECTURES:
+        return getattr(model_args, "linear_kind", None) or ARCHITECTURES[arch][0]
+    return "dense" if ARCH_MODEL_NAME_REGISTRY.get(arch) == "transformer" else None
 
 
 def architectures(kind: str) -> list:
@@ -89,6 +86,8 @@ def build_parser() -> argparse.ArgumentParser:
     model.add_argument("--phm-rule", choices=RULES,
                        help="PHM architectures: learned (default: the nearest sum of N Kronecker products), "
                             "algebra-init or algebra-frozen (A is the algebra's rule, S fitted to it)")
+    model.add_argument("--phm-rank", type=int, metavar="R",
+                       help="PHM architectures: each S_i of rank R (its nearest rank-R factors; default: full rank)")
     model.add_argument("--qkv-projection", choices=["fused", "separate"],
                        help="self-attention Q, K, V as one projection (fused: q, k, v stacked) or three")
     model.add_argument("--dense-ffn", action="store_true", default=None,
@@ -106,8 +105,10 @@ def parse_args(argv):
     if unknown:
         parser.error(
             f"cannot honour {' '.join(unknown)}: phm-compress sets only the architecture, its hypercomplex "
-            f"flags ({', '.join(flag(k) for k in HYPERCOMPLEX_KEYS[:-1])}) and sizes equal to the "
+            f"flags ({', '.join(flag(k) for k in GIVEN_KEYS[:-1])}) and sizes equal to the "
             f"checkpoint's; give training options to fairseq-train when fine-tuning"
+            + ("; a shared rule (one A for many layers) is not fitted: compress without it and fine-tune"
+               if any(u.startswith("--phm-shared-rule") for u in unknown) else "")
         )
     return args
 
@@ -125,10 +126,9 @@ def check_target(args) -> dict:
             "logits) is another function than the dense model's, so no weights approximate it. Compress "
             "without it"
         )
-    given = {key: value for key, value in vars(args).items()
-             if key in HYPERCOMPLEX_KEYS + SIZE_KEYS and value is not None}
+    given = {key: value for key, value in vars(args).items() if key in GIVEN_KEYS + SIZE_KEYS and value is not None}
     if kind != "phm":
-        for key in ("phm_n", "phm_rule"):
+        for key in ("phm_n", "phm_rule", "phm_rank"):
             if key in given:
                 raise CompressionError(f"{flag(key)} applies to phm_transformer architectures; {args.arch}'s "
                                        f"quaternion layers have n = 4 and Hamilton's rule")
@@ -167,7 +167,7 @@ def read_checkpoint(path: str, data):
     if task is None or not issubclass(task, TranslationTask):
         raise CompressionError(f"{path} holds a model for task {task_name!r} (arch {arch!r}); phm-compress compresses "
                             f"translation Transformers (task translation)")
-    if architecture_kind(arch) != "dense" or not isinstance(model_cfg, argparse.Namespace):
+    if architecture_kind(arch, model_cfg) != "dense" or not isinstance(model_cfg, argparse.Namespace):
         raise CompressionError(
             f"{path} holds a {ARCH_MODEL_NAME_REGISTRY.get(arch, arch)!r} model (arch {arch!r}); phm-compress takes "
             f"a dense Transformer: the plugin's dense twin (transformer_twin_*) or fairseq's transformer "

@@ -58,7 +58,8 @@ def compress_into(dense: nn.Module, target: nn.Module, progress=iter) -> list:
             factors = fit_phm_layer(layer, weight, bias)
             state.update({f"{name}.{key}": value for key, value in layer.state_dict().items()})
             used |= keys
-            kind = "quaternion" if isinstance(layer, QuaternionLinear) else f"PHM {layer.rule}"
+            kind = "quaternion" if isinstance(layer, QuaternionLinear) else f"PHM {layer.rule}" + (
+                f", rank {layer.rank}" if layer.rank is not None else "")
             report.append(CompressedLayer(name, layer.out_features, layer.in_features, layer.n, kind,
                                           factors.relative_error, float(weight.double().square().sum())))
     state.update({key: value for key, value in dense.state_dict().items() if key not in used})

@@ -18,7 +18,8 @@ from typing import Optional
 import torch
 from torch import Tensor
 
-from .phm_linear import PHMLinear, _check_shape, kronecker_sum
+from .linear_spec import LinearSpec
+from .phm_linear import PHMLinear, kronecker_sum
 
 
 @dataclass(frozen=True)
@@ -99,13 +100,16 @@ def nearest_with_rule(weight: Tensor, A: Tensor) -> KroneckerFactors:
 def load_kronecker_factors(layer: PHMLinear, factors: KroneckerFactors, bias: Optional[Tensor] = None) -> None:
     """Writes A, S and ``bias`` into a PHMLinear (or QuaternionLinear) in place.
 
-    A layer whose rule is frozen keeps its A: the factors must have been fitted to that rule.
+    A layer whose rule is frozen keeps its A: the factors must have been fitted to that rule. A
+    layer of rank R (S_i = S_left_i @ S_right_i) gets each S_i's nearest rank-R factors (its
+    truncated SVD, the singular values split evenly between the two factors).
     """
-    if factors.A.shape != layer.A.shape or factors.S.shape != layer.S.shape:
+    blocks = (layer.n, layer.out_features // layer.n, layer.in_features // layer.n)
+    if factors.A.shape != layer.A.shape or tuple(factors.S.shape) != blocks:
         raise ValueError(
             f"factors with A {tuple(factors.A.shape)}, S {tuple(factors.S.shape)} do not fit "
             f"the layer {layer.in_features}->{layer.out_features} (n={layer.n}): A "
-            f"{tuple(layer.A.shape)}, S {tuple(layer.S.shape)}"
+            f"{tuple(layer.A.shape)}, S {blocks}"
         )
     frozen = not isinstance(layer.A, torch.nn.Parameter)
     if frozen and not torch.equal(factors.A.to(layer.A), layer.A):
@@ -121,17 +125,36 @@ def load_kronecker_factors(layer: PHMLinear, factors: KroneckerFactors, bias: Op
     with torch.no_grad():
         if not frozen:
             layer.A.copy_(factors.A)
-        layer.S.copy_(factors.S)
+        if layer.rank is None:
+            layer.S.copy_(factors.S)
+        else:
+            left, right = _low_rank(factors.S, layer.rank)
+            layer.S_left.copy_(left)
+            layer.S_right.copy_(right)
         if bias is not None:
             layer.bias.copy_(bias)
     layer.clear_cache()
 
 
+def _low_rank(S: Tensor, rank: int):
+    """Factors (n, k, R) and (n, R, d) of each S_i's nearest rank-R matrix (zeros past its rank)."""
+    U, sigma, Vh = torch.linalg.svd(S.double(), full_matrices=False)
+    kept = min(rank, sigma.shape[-1])
+    root = sigma[:, :kept].sqrt()
+    left = S.new_zeros(S.shape[0], S.shape[1], rank, dtype=torch.float64)
+    right = S.new_zeros(S.shape[0], rank, S.shape[2], dtype=torch.float64)
+    left[:, :, :kept] = U[:, :, :kept] * root[:, None, :]
+    right[:, :kept] = root[:, :, None] * Vh[:, :kept]
+    return left.to(S), right.to(S)
+
+
 def fit_phm_layer(layer: PHMLinear, weight: Tensor, bias: Optional[Tensor] = None) -> KroneckerFactors:
-    """Sets ``layer`` to the nearest it can be to the dense map x W^T + bias; returns the factors.
+    """Sets ``layer`` to the nearest it can be to the dense map x W^T + bias; returns its factors
+    and how near it came (``relative_error``: ||W - H||_F / ||W||_F of the layer as set).
 
     A learned rule takes the nearest Kronecker sum; any other rule (algebra-init, algebra-frozen,
-    the quaternion layer) keeps the layer's A, the algebra's rule, and fits S to it.
+    the quaternion layer) keeps the layer's A, the algebra's rule, and fits S to it. A low-rank
+    layer then keeps each S_i's nearest rank-R matrix.
     """
     expected = (layer.out_features, layer.in_features)
     if tuple(weight.shape) != expected:
@@ -141,13 +164,18 @@ def fit_phm_layer(layer: PHMLinear, weight: Tensor, bias: Optional[Tensor] = Non
     else:
         factors = nearest_with_rule(weight, layer.A)
     load_kronecker_factors(layer, factors, bias)
-    return factors
+    if layer.rank is None:
+        return factors
+    A, S = (t.detach() for t in layer.kronecker_factors())
+    norm = weight.double().norm()
+    error = float((weight.double() - kronecker_sum(A, S).double()).norm() / norm) if norm > 0 else 0.0
+    return KroneckerFactors(A, S, error)
 
 
 def _check_weight(weight: Tensor, n: int) -> None:
     if weight.dim() != 2:
         raise ValueError(f"a weight matrix (out_features, in_features) is 2-D, got shape {tuple(weight.shape)}")
-    _check_shape(weight.shape[1], weight.shape[0], n)
+    LinearSpec("phm", n=n).check_layer(weight.shape[1], weight.shape[0])
 
 
 def _fix_signs(U: Tensor, V: Tensor):
