@@ -59,9 +59,9 @@ def _stop_prefetch_threads_at_exit() -> None:
         logger.warning(f"could not stop fairseq's data prefetch threads at exit: {error!r}")
 
 
-# Not atexit: torch stops the DataLoader workers in an atexit hook registered after this import, which
-# atexit would run first, and a prefetch thread waiting on a stopped worker never finishes its batch.
-# threading's exit hooks run before any atexit hook, as soon as the main program has returned
-# (CPython-internal, in 3.9 to 3.14; concurrent.futures stops its threads with it).
+# Not atexit: torch stops the DataLoader workers in an atexit hook registered after this import, so run
+# before ours, and a worker stopped before it began the batch that a prefetch thread waits for never sends
+# it (the wait would last the whole timeout). threading's exit hooks run before any atexit hook, as soon
+# as the main program has returned (CPython-internal, in 3.9 to 3.14; concurrent.futures uses it too).
 register_at_exit = getattr(threading, "_register_atexit", atexit.register)
 register_at_exit(_stop_prefetch_threads_at_exit)
