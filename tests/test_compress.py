@@ -178,6 +178,24 @@ def test_fit_into_layers_of_every_rule():
     assert torch.equal(dense_layer.weight, W) and torch.equal(dense_layer.bias, b)
 
 
+def test_a_low_rank_layer_gets_the_nearest_rank_r_factors_of_each_s_i():
+    W, b = torch.randn(16, 32, generator=generator(12)), torch.randn(16, generator=generator(13))
+    full = nearest_kronecker_sum(W, 2)
+    for rank in (1, 3, 8, 20):  # 8 = min(16/2, 32/2): exact; 20: more than S_i has
+        layer = PHMLinear(32, 16, n=2, rank=rank)
+        factors = fit_phm_layer(layer, W, b)
+        A, S = layer.kronecker_factors()
+        for i in range(2):  # Eckart-Young for each S_i
+            sigma = torch.linalg.svdvals(full.S[i].double())
+            residual = (full.S[i].double() - S[i].double()).norm()
+            torch.testing.assert_close(residual, sigma[rank:].square().sum().sqrt(), atol=1e-5, rtol=1e-4)
+        direct = float((W - kronecker_sum(A, S)).norm() / W.norm())
+        assert factors.relative_error == pytest.approx(direct, rel=1e-5)
+        assert factors.relative_error >= full.relative_error - 1e-6
+        if rank >= 8:
+            assert factors.relative_error == pytest.approx(full.relative_error, rel=1e-4)
+
+
 def test_layer_refuses_factors_that_do_not_fit():
     W = torch.randn(16, 8, generator=generator(11))
     with pytest.raises(ValueError, match=r"A \(2, 2, 2\), S \(2, 8, 4\) do not fit the layer 8->16 \(n=4\)"):
@@ -388,6 +406,18 @@ def test_fairseq_transformer_compresses_to_the_plugins_models(dense_fairseq, cop
 
 # --- refusals -----------------------------------------------------------------------------------
 
+@pytest.mark.slow
+def test_a_low_rank_target_loads_in_fairseq_with_its_reported_error(dense_twin, phm_twins, copy_task, tmp_path):
+    out = tmp_path / "phm_n2_rank2.pt"
+    report = compressed(dense_twin, out, "--arch", "phm_transformer_demo", "--phm-n", "2", "--phm-rank", "2")
+    assert all(layer["kind"] == "PHM learned, rank 2" for layer in report["layers"])
+    full = {layer["name"]: layer["relative_error"] for layer in phm_twins[2][1]["layers"]}
+    assert all(layer["relative_error"] >= full[layer["name"]] - 1e-6 for layer in report["layers"])
+    model, _task = load(out, copy_task)
+    layer = model.encoder.layers[0].fc1
+    assert layer.rank == 2 and layer.S is None and layer.S_left.shape == (2, 32, 2)
+
+
 def refused(*argv, message, out=None):
     code, stdout, stderr = phm_compress(*argv)
     assert code == 2 and re.search(message, stderr), stderr[-2000:]
@@ -442,7 +472,9 @@ def test_bad_flags_are_refused(dense_twin, tmp_path):
         (["--arch", "phm_transformer_demo", "--phm-n", "3"],
          r"--phm-n 3 must divide every feature size of the model, but does not divide --encoder-embed-dim 32"),
         (["--arch", "phm_transformer_demo", "--dropout", "0.1"], r"cannot honour --dropout 0.1: phm-compress sets"),
-        (["--arch", "phm_transformer_demo", "--phm-rank", "2"], r"cannot honour --phm-rank 2"),
+        (["--arch", "phm_transformer_demo", "--phm-shared-rule", "model"],
+         r"cannot honour --phm-shared-rule model: .*a shared rule \(one A for many layers\) is not fitted"),
+        (["--arch", "quaternion_transformer_demo", "--phm-rank", "2"], r"--phm-rank applies to phm_transformer"),
         (["--arch", "quaternion_transformer_demo", "--quaternion-attention"],
          r"--quaternion-attention cannot be honoured: .* no weights approximate it"),
         (["--arch", "quaternion_transformer_demo", "--phm-n", "4"], r"--phm-n applies to phm_transformer archit"),
