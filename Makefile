@@ -26,11 +26,11 @@ test: install
 	$(PY) -m pytest
 
 bench: install
-	$(PY) benchmarks/bench_linear.py
-	$(PY) benchmarks/bench_translation.py
+	$(PY) -m benchmarks.bench_linear
+	$(PY) -m benchmarks.bench_translation
 
 bench-lstm: install
-	$(PY) benchmarks/bench_lstm.py
+	$(PY) -m benchmarks.bench_lstm
 
 install: $(VENV)/.installed
 

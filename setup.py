@@ -5,11 +5,17 @@ fairseq itself is installed separately from the ``ve-fairseq`` wheel with ``--no
 ``scripts/install.sh`` does that. Everything else the plugin needs at run time is declared here.
 """
 
+import re
+from pathlib import Path
+
 from setuptools import find_packages, setup
+
+# The version is written once, in the package (phm_fairseq.__version__); read, not imported (that needs torch).
+VERSION = re.search(r'^__version__ = "([^"]+)"$', Path("phm_fairseq/__init__.py").read_text(), re.M).group(1)
 
 setup(
     name="phm-fairseq",
-    version="0.1.0",
+    version=VERSION,
     description="PHM and quaternion layers and models (Zhang et al., ICLR 2021) as a fairseq plugin",
     long_description=open("README.md", encoding="utf-8").read(),
     long_description_content_type="text/markdown",
@@ -36,6 +42,8 @@ setup(
         "subword-nmt",
         "matplotlib",
         "pyyaml",
+        # fairseq's --tensorboard-logdir (without it fairseq asks for it on every command)
+        "tensorboardX",
     ],
     extras_require={"test": ["pytest"]},
     entry_points={
@@ -44,6 +52,7 @@ setup(
             "phm-evaluate = phm_fairseq.cli.evaluate:main",
             "phm-run = phm_fairseq.cli.run:main",
             "phm-collect = phm_fairseq.cli.collect:main",
+            "phm-compress = phm_fairseq.cli.compress:main",
         ]
     },
     classifiers=[

@@ -1,25 +1,22 @@
 """PHMLinear against nn.Linear: training step time, eval forward time and peak memory.
 
-    python benchmarks/bench_linear.py                       # fp32 on this CPU
-    python benchmarks/bench_linear.py --device cuda --dtype bfloat16
+    python -m benchmarks.bench_linear                       # fp32 on this CPU
+    python -m benchmarks.bench_linear --device cuda --dtype bfloat16
 
-Writes benchmarks/results/linear_<device>_<dtype>.{json,md,png}. Targets (issue 2): forward+backward
+Writes benchmarks/results/linear_<device>_<dtype>.{json,md,png}. Targets: forward+backward
 <= 1.10x dense, eval forward <= 1.03x dense (H cached in eval mode).
 """
 
 import argparse
-import sys
-from pathlib import Path
 
 import torch
 from torch import nn
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import (  # noqa: E402
+from phm_fairseq.modules import PHMLinear
+
+from .common import (
     RESULTS, cuda_sync, default_threads, environment, fresh_process, interleaved_ratio, peak_rss_during, write_report,
 )
-
-from phm_fairseq.modules import PHMLinear  # noqa: E402
 
 SHAPES = [(512, 2048), (2048, 512)]
 NS = [2, 4, 8, 16]
@@ -61,7 +58,7 @@ def peak_memory_bytes(n, d, k, tokens, device, dtype) -> int:
         torch.cuda.synchronize()
         return torch.cuda.max_memory_allocated() - base
     # On the CPU: a fresh process for each layer
-    return int(fresh_process(__file__, "--_peak-rss", n, d, k, tokens, str(dtype).split(".")[1]))
+    return int(fresh_process(__spec__.name, "--_peak-rss", n, d, k, tokens, str(dtype).split(".")[1]))
 
 
 def _peak_rss_child(n, d, k, tokens, dtype):

@@ -1,24 +1,21 @@
 """PHM-LSTM and quaternion LSTM against nn.LSTM: forward+backward and eval forward time.
 
-    python benchmarks/bench_lstm.py                   # 300 -> 300, length 30, batch 256, this CPU
-    python benchmarks/bench_lstm.py --device cuda
+    python -m benchmarks.bench_lstm                   # 300 -> 300, length 30, batch 256, this CPU
+    python -m benchmarks.bench_lstm --device cuda
 
-Writes benchmarks/results/lstm_<device>.{json,md,png}. Target (issue 4): forward+backward <= 1.15x nn.LSTM.
+Writes benchmarks/results/lstm_<device>.{json,md,png}. Target: forward+backward <= 1.15x nn.LSTM.
 Every HypercomplexLSTM builds its gate matrices once per forward and runs PyTorch's fused LSTM op.
 """
 
 import argparse
-import sys
-from pathlib import Path
 
 import torch
 from torch import nn
 from torch.nn.utils.rnn import PackedSequence, pack_padded_sequence
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import RESULTS, cuda_sync, default_threads, environment, interleaved_ratio, write_report  # noqa: E402
+from phm_fairseq.modules import HypercomplexLSTM, LinearSpec
 
-from phm_fairseq.modules import HypercomplexLSTM, LinearSpec  # noqa: E402
+from .common import RESULTS, cuda_sync, default_threads, environment, interleaved_ratio, write_report
 
 TARGET = 1.15
 VARIANTS = [  # (name, spec, gate layout, packed input)

@@ -1,10 +1,10 @@
 """PHM-Transformer (n = 2, 4, 8, 16) and Quaternion Transformer against their dense twin, on the
 same data and dims: training words/s, generation sentences/s, peak training memory, checkpoint size.
 
-    python benchmarks/bench_translation.py                 # Multi30k en-de, the paper's IWSLT size
-    python benchmarks/bench_translation.py --device cuda   # the same on a GPU
+    python -m benchmarks.bench_translation                 # Multi30k en-de, the paper's IWSLT size
+    python -m benchmarks.bench_translation --device cuda   # the same on a GPU
 
-Writes benchmarks/results/translation_<device>.{json,md,png}. Targets (issue 3): training words/s >= 0.95x
+Writes benchmarks/results/translation_<device>.{json,md,png}. Targets: training words/s >= 0.95x
 the dense twin (the paper's Table 3 has 0.96x at n=4), generation sentences/s >= 1.0x.
 Training times the same batches for every model, in alternating rounds; generation decodes
 the same test sentences with beam 5 and every output forced to the same length (min = max),
@@ -14,13 +14,11 @@ so that each model does the same work whatever its weights.
 import argparse
 import io
 import subprocess
-import sys
 from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import (  # noqa: E402
+from .common import (
     RESULTS, cuda_sync, default_threads, environment, fresh_process, interleaved_ratio, peak_rss_during, write_report,
 )
 
@@ -123,7 +121,7 @@ def peak_memory_mib(name, args) -> float:
         torch.cuda.synchronize()
         return (torch.cuda.max_memory_allocated() - base) / 2**20
     flags = ["--data", args.data, "--size", args.size, "--max-tokens", args.max_tokens]
-    return int(fresh_process(__file__, *flags, "--_peak-rss", name)) / 2**20
+    return int(fresh_process(__spec__.name, *flags, "--_peak-rss", name)) / 2**20
 
 
 def plot(rows, path):

@@ -3,6 +3,7 @@
 import json
 import logging
 import os
+import shlex
 import statistics
 import subprocess
 import sys
@@ -11,9 +12,10 @@ from pathlib import Path
 
 import torch
 
-from phm_fairseq.provenance import environment  # noqa: F401  (re-exported for the benchmarks)
+from phm_fairseq import provenance
 
 RESULTS = Path(__file__).resolve().parent / "results"
+REPO = Path(__file__).resolve().parent.parent
 
 # importing fairseq sets the root logger to DEBUG (its text_to_speech tasks call basicConfig)
 logging.getLogger("matplotlib").setLevel(logging.WARNING)
@@ -81,11 +83,18 @@ def _proc_status_bytes(field: str) -> int:
     raise RuntimeError(f"{field} not in /proc/self/status: peak memory needs Linux")
 
 
-def fresh_process(script, *args) -> str:
-    """The last line that ``python script args...`` prints."""
-    out = subprocess.run([sys.executable, str(script), *map(str, args)], capture_output=True, text=True)
+def environment(device: str = "cpu") -> dict:
+    """The provenance of a report, with the command as one types it: python -m benchmarks.NAME ..."""
+    spec = getattr(sys.modules["__main__"], "__spec__", None)
+    command = shlex.join(["python", "-m", spec.name, *sys.argv[1:]]) if spec is not None else None
+    return provenance.environment(device, command=command)
+
+
+def fresh_process(module: str, *args) -> str:
+    """The last line that ``python -m module args...`` prints (run from the repository root)."""
+    out = subprocess.run([sys.executable, "-m", module, *map(str, args)], capture_output=True, text=True, cwd=REPO)
     if out.returncode:
-        raise RuntimeError(f"{script} {' '.join(map(str, args))} failed:\n{out.stderr[-3000:]}")
+        raise RuntimeError(f"{module} {' '.join(map(str, args))} failed:\n{out.stderr[-3000:]}")
     return out.stdout.strip().splitlines()[-1]
 
 

@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # Dialogue NLI (Welleck et al., 2019) -> data-bin/dnli: train, valid = dev, test
-#   bash data-prep/dnli.sh [--src-dir DIR]
+#   bash data-prep/dnli.sh [--src-dir DIR] [--out DIR]
 # Release (wellecks.github.io/dialogue_nli; Google Drive file 1WtbXCv3vPB5ql6w0FVDmAEMmWadbrCuG):
 # dialogue_nli_{train,dev,test}.jsonl, each one JSON array; labels positive / neutral / negative
 # become entailment / neutral / contradiction.
 source "$(dirname "$0")/nli_common.sh"
-parse_args dnli "" "$@"
+nli_script dnli
+parse_options "$@"
+nli_begin
 dir=$(release_dir "https://drive.google.com/uc?export=download&confirm=t&id=1WtbXCv3vPB5ql6w0FVDmAEMmWadbrCuG" \
   dialogue_nli.zip dialogue_nli_{train,dev,test}.jsonl)
 to_tsv dnli-json "$dir" train dialogue_nli_train.jsonl

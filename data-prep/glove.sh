@@ -1,44 +1,83 @@
 #!/usr/bin/env bash
 # GloVe word vectors (Pennington et al., 2014) for --glove -> data-bin/glove/glove.NAME.txt
-#   bash data-prep/glove.sh [--name 840B.300d] [--src-dir DIR]
+#   bash data-prep/glove.sh [--name 840B.300d] [--src-dir DIR] [--out DIR]
 # NAME: 840B.300d (default; the paper's fixed 300-d vectors, 2 GB download), 42B.300d, or
 # 6B.50d / 6B.100d / 6B.200d / 6B.300d. --src-dir: a folder holding glove.NAME.txt, .txt.gz or
-# the official zip. (The models read plain or gzipped GloVe text of any dimension from any path.)
-set -euo pipefail
-REPO=$(cd "$(dirname "$0")/.." && pwd)
-name=840B.300d src="" dest="$REPO/data-bin/glove"
-while [ $# -gt 0 ]; do
-  case $1 in
-    --name) name=${2:?}; shift 2 ;;
-    --src-dir) src=${2:?}; shift 2 ;;
-    --dest) dest=${2:?}; shift 2 ;;
-    -h|--help) sed -n '2,7p' "$0"; exit 0 ;;
-    *) echo "error: unknown option $1 (see --help)" >&2; exit 1 ;;
-  esac
-done
-case $name in
-  840B.300d|42B.300d) archive=glove.$name.zip ;;
-  6B.50d|6B.100d|6B.200d|6B.300d) archive=glove.6B.zip ;;
-  *) echo "error: --name $name: choose 840B.300d, 42B.300d, 6B.50d, 6B.100d, 6B.200d or 6B.300d" >&2; exit 1 ;;
+# the official zip. The output folder holds one file per NAME: preparing another NAME keeps
+# those prepared before (hard links, no copy), and prep.json lists them with their sources.
+# (The models read plain or gzipped GloVe text of any dimension from any path.)
+USES_WORKERS=0
+source "$(dirname "$0")/common.sh"
+NAME=glove DEFAULT_OUT=data-bin/glove DEFAULT_DOWNLOAD_DIR=work/downloads/glove
+SYNOPSIS="[--name NAME]"
+VECTORS=840B.300d
+option() { case $1 in --name) value "$@"; VECTORS=$VALUE TAKEN=2 ;; *) return 1 ;; esac; }
+usage() {
+  sed -n '2,/^[^#]/s/^# \{0,1\}//p' "$0"
+  printf '\nOptions:\n  --name NAME          the vectors (default: 840B.300d)\n'
+  common_usage
+}
+parse_options "$@"
+case $VECTORS in
+  840B.300d | 42B.300d) archive=glove.$VECTORS.zip ;;
+  6B.50d | 6B.100d | 6B.200d | 6B.300d) archive=glove.6B.zip ;;
+  *) die "--name $VECTORS: choose 840B.300d, 42B.300d, 6B.50d, 6B.100d, 6B.200d or 6B.300d" ;;
 esac
-out="$dest/glove.$name.txt"
-mkdir -p "$dest"
-if [ -s "$out" ]; then echo "$out is there already" >&2; exit 0; fi
-if [ -n "$src" ]; then
-  if [ -s "$src/glove.$name.txt" ]; then cp "$src/glove.$name.txt" "$out.part"; mv "$out.part" "$out"; echo "copied to $out" >&2; exit 0; fi
-  if [ -s "$src/glove.$name.txt.gz" ]; then gzip -dc "$src/glove.$name.txt.gz" > "$out.part"; mv "$out.part" "$out"; echo "wrote $out" >&2; exit 0; fi
-  zip="$src/$archive"
-  [ -s "$zip" ] || { echo "error: $src holds none of glove.$name.txt, glove.$name.txt.gz, $archive" >&2; exit 1; }
+OUT=${OUT:-$DEFAULT_OUT}
+DOWNLOAD_DIR=${DOWNLOAD_DIR:-$DEFAULT_DOWNLOAD_DIR}
+file=glove.$VECTORS.txt
+
+# vectors OLD_PREP_JSON [STAGE NAME FILE SOURCE WORDS DIM]: prep.json's "vectors" ({NAME: {file, source,
+# words, dim}}) of the vector files that this script put in OUT before and that STAGE holds, plus NAME's
+vectors() {
+  "$PYTHON" - "$@" << 'EOF'
+import json, os, sys
+old, *new = sys.argv[1:]
+try:
+    manifest = json.load(open(old, encoding="utf-8"))
+except (OSError, ValueError):
+    manifest = {}
+found = manifest.get("vectors", {}) if manifest.get("script") == "data-prep/glove.sh" else {}
+if new:
+    stage, name, file, source, words, dim = new
+    found = {n: v for n, v in found.items() if os.path.isfile(os.path.join(stage, v["file"]))}
+    found[name] = {"file": file, "source": source, "words": int(words), "dim": int(dim)}
+print(json.dumps(found))
+EOF
+}
+
+kept=$(vectors "$OUT/prep.json")
+names=$("$PYTHON" -c 'import json, sys; print(json.dumps(sorted(set(json.loads(sys.argv[1])) | {sys.argv[2]})))' "$kept" "$VECTORS")
+CONFIG=("config.vectors=$names")
+begin_output
+for other in $("$PYTHON" -c 'import json, sys; print(" ".join(json.loads(sys.argv[1])))' "$kept"); do
+  [ "$other" != "$VECTORS" ] && [ -f "$OUT/glove.$other.txt" ] || continue
+  ln "$OUT/glove.$other.txt" "$STAGE/" 2> /dev/null || cp "$OUT/glove.$other.txt" "$STAGE/" # the same disk: a link
+done
+
+found() { [ -n "$SRC_DIR" ] && find "$SRC_DIR" -name "$1" -type f -print -quit | grep .; } # the first, recursively
+if source=$(found "$file"); then
+  cp "$source" "$STAGE/$file"
+elif source=$(found "$file.gz"); then
+  gzip -dc "$source" > "$STAGE/$file" || die "$source is not a complete gzip file: get a fresh copy"
 else
-  zip="$dest/$archive"
-  url=https://nlp.stanford.edu/data/$archive
-  if [ ! -s "$zip" ]; then
-    echo "downloading $url" >&2
-    curl -fL --retry 2 --connect-timeout 20 -o "$zip.part" "$url" || { rm -f "$zip.part"; echo "error: could not download $url (offline?). Download it elsewhere and run: bash data-prep/glove.sh --name $name --src-dir DIR" >&2; exit 1; }
-    mv "$zip.part" "$zip"
+  if [ -n "$SRC_DIR" ]; then
+    zip=$(found "$archive") || die "$SRC_DIR holds none of $file, $file.gz, $archive"
+  else
+    zip=$DOWNLOAD_DIR/$archive
+    OFFLINE_FILES="$file or $file.gz" download "https://nlp.stanford.edu/data/$archive" "$zip"
   fi
+  source=$zip:$file
+  "$PYTHON" -c 'import shutil, sys, zipfile; shutil.copyfileobj(zipfile.ZipFile(sys.argv[1]).open(sys.argv[2]), sys.stdout.buffer)' \
+    "$zip" "$file" > "$STAGE/$file" 2> "$TMP/unzip.log" || die "$zip: no complete $file in it ($(tail -n 1 "$TMP/unzip.log"))"
 fi
-unzip -p "$zip" "glove.$name.txt" > "$out.part" 2>/dev/null \
-  || python3 -c "import sys, zipfile, shutil; shutil.copyfileobj(zipfile.ZipFile(sys.argv[1]).open(sys.argv[2]), sys.stdout.buffer)" "$zip" "glove.$name.txt" > "$out.part"
-mv "$out.part" "$out"
-echo "wrote $out ($(wc -l < "$out") words)" >&2
+# a quick look, not a full check: the file is not empty and its first line is "word v1 ... vD"
+[ -s "$STAGE/$file" ] || die "$source is empty"
+dim=${VECTORS##*.}
+dim=${dim%d}
+read -r -a first < <(head -n 1 "$STAGE/$file")
+[ $((${#first[@]} - 1)) = "$dim" ] ||
+  die "$source: line 1 has $((${#first[@]} - 1)) values after its word, not $dim: not GloVe $VECTORS text"
+words=$(count "$STAGE/$file")
+commit_output "vectors=$(vectors "$OUT/prep.json" "$STAGE" "$VECTORS" "$file" "$source" "$words" "$dim")"
+say "$NAME: $OUT/$file ($words words, $dim values each)" >&2

@@ -1,6 +1,7 @@
-# The steps that every data-prep script shares: options, fetching and checking the official
+# The steps that the translation data-prep scripts share: fetching and checking the official
 # files, extraction helpers, sacremoses tokenization, cleaning, joint BPE (subword-nmt or
-# sentencepiece), fairseq-preprocess and the output contract (README, "Data preparation").
+# sentencepiece) and fairseq-preprocess; the options and the output contract that every
+# data-prep script follows are common.sh's (docs/data-prep.md).
 #
 # A dataset script sets the variables below, defines two functions and ends with
 # `prepare "$@"`:
@@ -18,32 +19,21 @@
 # own order (the one its file names use).
 
 # shellcheck disable=SC2153 # DATASET, PAIRS, ABOUT, sources and extract come from the dataset script
-set -euo pipefail
-HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-# The scripts call the tools by name; a checkout's own environment (make install) is used
-# when they are not on PATH, so `data-prep/multi30k.sh` works from a fresh clone.
-if ! command -v fairseq-preprocess >/dev/null && [ -x "$HERE/../.venv/bin/fairseq-preprocess" ]; then
-  PATH="$(cd "$HERE/.." && pwd)/.venv/bin:$PATH"
-fi
-export PYTHONUTF8=1
-PYTHON=${PYTHON:-python3}
-textops() { "$PYTHON" "$HERE/textops.py" "$@"; }
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
 # defaults for what a dataset script leaves unset
 : "${BPE_SIZE:=10000}" "${LOWERCASE:=0}" "${PRETOKENIZED:=0}" "${CLEAN_MAX_LEN:=250}" "${CLEAN_RATIO:=}"
 SPLITS=(train valid test)
-NOTES=()
-
-say() { printf '%s\n' "$*"; }
-die() { printf '%s: error: %s\n' "${NAME:-${0##*/}}" "$*" >&2; exit 1; }
-warn() { printf '%s: warning: %s\n' "$NAME" "$*" >&2; NOTES+=("$*"); }
+INPUTS=() # inputs.SPLIT[]=FILE for prep.json
 step() { STEP=$1; printf '\n==> %s [%s] %s\n' "$NAME" "$1" "$2"; }
-value() { if [ $# -lt 2 ] || [ -z "$2" ]; then die "option $1 needs a value"; fi; printf '%s' "$2"; }
-count() { wc -l < "$1" | tr -d ' '; }
+
+SYNOPSIS="[-s L] [-t L] [--bpe subword_nmt|sentencepiece] [--bpe-size N] [--lowercase|--cased]"
 
 usage() {
-  cat <<EOF
-Usage: data-prep/${0##*/} [options]
+  resolve_pair
+  DEFAULT_OUT=data-bin/$DATASET.$SRC-$TGT DEFAULT_DOWNLOAD_DIR=work/downloads/$DATASET
+  cat << EOF
+Usage: $SCRIPT [options]
 
 $ABOUT
 
@@ -52,57 +42,40 @@ $(sources | sed 's/^/  /')
 
 Output: OUT/ with fairseq-preprocess's files for train/valid/test (--joined-dictionary),
 bpe.codes or spm.model, raw/{valid,test}.{SRC,TGT} (the untokenized references) and
-prep.json (written last: a folder without it is not finished).
+prep.json (written last: a folder without it is not finished). See docs/data-prep.md.
 
 Options:
   -s, --source-lang L  source language; supported pairs: $PAIRS (either way)
   -t, --target-lang L  target language (default: the first pair, as written)
-  --src-dir DIR        offline: take the official files listed above from DIR (the archives
-                       or their extracted files) instead of downloading them
-  --out DIR            output folder (default: data-bin/$DATASET.SRC-TGT)
   --bpe KIND           subword_nmt (default) or sentencepiece
   --bpe-size N         BPE merges (subword_nmt) or vocabulary size (sentencepiece);
                        default $BPE_SIZE
   --lowercase, --cased lowercase all text, references included (default: $( ((LOWERCASE)) && echo lowercase || echo cased))
-  --workers N          parallel processes for the tools (default: $(nproc))
-  --download-dir DIR   where downloads are kept for the next run (default: work/downloads/$DATASET)
-  --keep-tmp           keep the intermediate files (OUT/tmp; on failure OUT.partial)
-  --force              prepare again even if OUT is already prepared with these settings
-  -h, --help           this text
+$(common_usage)
 EOF
 }
 
+option() {
+  case $1 in
+    -s | --source-lang) value "$@"; SRC=$VALUE TAKEN=2 ;;
+    -t | --target-lang) value "$@"; TGT=$VALUE TAKEN=2 ;;
+    --bpe) value "$@"; BPE=$VALUE TAKEN=2 ;;
+    --bpe-size) value "$@"; BPE_SIZE=$VALUE TAKEN=2 ;;
+    --lowercase) LOWERCASE=1 TAKEN=1 ;;
+    --cased) LOWERCASE=0 TAKEN=1 ;;
+    *) return 1 ;;
+  esac
+}
+
 parse_args() {
-  SRC='' TGT='' SRC_DIR='' OUT='' DOWNLOAD_DIR='' BPE=subword_nmt WORKERS=$(nproc) KEEP_TMP=0 FORCE=0
-  while (($#)); do
-    case $1 in
-      -s | --source-lang) SRC=$(value "$@"); shift 2 ;;
-      -t | --target-lang) TGT=$(value "$@"); shift 2 ;;
-      --src-dir) SRC_DIR=$(value "$@"); shift 2 ;;
-      --out) OUT=$(value "$@"); shift 2 ;;
-      --bpe) BPE=$(value "$@"); shift 2 ;;
-      --bpe-size) BPE_SIZE=$(value "$@"); shift 2 ;;
-      --workers) WORKERS=$(value "$@"); shift 2 ;;
-      --download-dir) DOWNLOAD_DIR=$(value "$@"); shift 2 ;;
-      --lowercase) LOWERCASE=1; shift ;;
-      --cased) LOWERCASE=0; shift ;;
-      --keep-tmp) KEEP_TMP=1; shift ;;
-      --force) FORCE=1; shift ;;
-      -h | --help) resolve_pair; usage; exit 0 ;;
-      *) die "unknown option '$1' (see --help)" ;;
-    esac
-  done
+  SRC='' TGT='' BPE=subword_nmt
+  parse_options "$@"
   case $BPE in
     subword_nmt | subword-nmt) BPE=subword_nmt ;;
     sentencepiece) ;;
     *) die "unknown --bpe '$BPE': use subword_nmt or sentencepiece" ;;
   esac
   [[ $BPE_SIZE =~ ^[1-9][0-9]*$ ]] || die "--bpe-size must be a positive integer, not '$BPE_SIZE'"
-  [[ $WORKERS =~ ^[1-9][0-9]*$ ]] || die "--workers must be a positive integer, not '$WORKERS'"
-  if [ -n "$SRC_DIR" ]; then
-    [ -d "$SRC_DIR" ] || die "--src-dir $SRC_DIR: no such folder"
-    SRC_DIR=$(cd "$SRC_DIR" && pwd)
-  fi
 }
 
 # Picks the pair from -s/-t: either may be left out when the other one settles it.
@@ -121,20 +94,10 @@ resolve_pair() {
 }
 
 # --- 1. the official files ------------------------------------------------------------------
-# Downloads land in DOWNLOAD_DIR under their own name only once complete and checked; with
-# --src-dir the files there are checked instead. Each archive is unpacked into
-# TMP/orig/ARCHIVE_NAME/, so that messages can name the archive a file came from.
+# Downloads (common.sh) land in DOWNLOAD_DIR; with --src-dir the files there are checked
+# instead. Each archive is unpacked into TMP/orig/ARCHIVE_NAME/, so that messages can name the
+# archive a file came from.
 declare -A ARCHIVES=() # archive name -> its path
-
-is_archive() { case $1 in *.gz | *.tgz | *.zip) return 0 ;; *) return 1 ;; esac; }
-
-archive_error() { # FILE NAME: prints why FILE is not a complete file of NAME's kind
-  case $2 in
-    *.gz | *.tgz) gzip -t "$1" 2>&1 ;;
-    *.zip) textops unzip "$1" 2>&1 ;;
-    *) [ -s "$1" ] || { echo "empty file"; return 1; } ;;
-  esac
-}
 
 unpack() { # FILE NAME: an archive's files go to TMP/orig/NAME/; other files are read in place
   local dir=$ORIG/$2
@@ -151,27 +114,6 @@ unpack() { # FILE NAME: an archive's files go to TMP/orig/NAME/; other files are
 describe() { # PATH: an input file as the user knows it, ARCHIVE:MEMBER for an unpacked one
   local member=${1#"$ORIG/"}
   if [ "$member" = "$1" ]; then printf '%s' "$1"; else printf '%s' "${ARCHIVES[${member%%/*}]}:${member#*/}"; fi
-}
-
-download() { # URL FILE
-  local url=$1 file=$2 error rc
-  if [ -s "$file" ] && archive_error "$file" "$file" > /dev/null; then
-    say "    $file (downloaded before)"
-    return
-  fi
-  say "    downloading $url"
-  mkdir -p "$(dirname "$file")"
-  curl -fL --retry 2 --connect-timeout 30 "$([ -t 1 ] && echo --progress-bar || echo -sS)" \
-    -o "$file.part" "$url" || {
-    rc=$?
-    rm -f "$file.part"
-    die "could not download $url (curl exit code $rc). Offline? Fetch the file another way and pass --src-dir with the folder that holds it"
-  }
-  error=$(archive_error "$file.part" "$file") || {
-    rm -f "$file.part"
-    die "the download of $url is truncated or not the expected file ($error); it was removed: run again"
-  }
-  mv "$file.part" "$file"
 }
 
 fetch_sources() {
@@ -214,8 +156,10 @@ input_path() {
     die "missing input file ${1//|/ or }: not in $INPUT_DIR nor in an archive there. The official files: $(sources | tr '\n' ' ')"
 }
 
-# Carriage returns go: the Python tools would split lines at them and break the alignment.
-read_plain() { case $1 in *.gz) gzip -dc "$1" ;; *) cat "$1" ;; esac | tr -d '\r'; }
+# Every input enters through textops read (textlines.py): lines end at "\n" only, the last one
+# with or without it, "\r\n" reads as "\n", another "\r" becomes a space (the Python tools
+# would end a line there), and a byte that is not UTF-8 stops the run with file and line.
+read_plain() { textops read "$1" --name "$(describe "$1")"; }
 # IWSLT .xml and WMT .sgm: one <seg> a line, read the way sacrebleu reads them.
 read_segs() { read_plain "$1" | sed -n -E 's#^\s*<seg[^>]*>\s*(.*\S)?\s*</seg>\s*$#\1#p'; }
 # IWSLT train.tags: the talks' text between tag lines of metadata. Titles and descriptions are
@@ -234,12 +178,28 @@ add_pair() {
   "read_$format" "$src_file" "$SRC" > "$TMP/part.$SRC"
   "read_$format" "$tgt_file" "$TGT" > "$TMP/part.$TGT"
   n_src=$(count "$TMP/part.$SRC") n_tgt=$(count "$TMP/part.$TGT")
+  no_sentences "$src_file" "$n_src" "$format"
+  no_sentences "$tgt_file" "$n_tgt" "$format"
   [ "$n_src" = "$n_tgt" ] ||
     die "misaligned $split data: $(describe "$src_file") has $n_src lines but $(describe "$tgt_file") has $n_tgt ($format format); both sides need one line per sentence pair"
   say "    $split += ${src_file##*/} / ${tgt_file##*/}: $n_src lines"
+  INPUTS+=("inputs.$split[]=$(describe "$src_file")" "inputs.$split[]=$(describe "$tgt_file")")
   cat "$TMP/part.$SRC" >> "$TMP/raw.$split.$SRC"
   cat "$TMP/part.$TGT" >> "$TMP/raw.$split.$TGT"
   rm "$TMP/part.$SRC" "$TMP/part.$TGT"
+}
+
+no_sentences() { # FILE N FORMAT: an input file that gives no sentence is an error, named
+  local what="is empty"
+  (($2)) && return
+  if [ -s "$1" ]; then
+    case $3 in
+      segs) what="holds no <seg> lines" ;;
+      tags) what="holds tag lines only, no text" ;;
+      *) what="holds no text" ;;
+    esac
+  fi
+  die "$(describe "$1") $what: each split needs sentences; get a complete copy of the file"
 }
 
 # holdout SPLIT EVERY [OFFSET]: moves the training pairs whose line number is OFFSET modulo
@@ -251,6 +211,9 @@ holdout() {
       'NR % n == k { print > out; next } { print }' "$TMP/raw.train.$lang" > "$TMP/rest.$lang"
     mv "$TMP/rest.$lang" "$TMP/raw.train.$lang"
   done
+  [ -s "$TMP/raw.$1.$SRC" ] ||
+    die "the $1 split (1 in $2 training pairs) would be empty: the training files hold $(count "$TMP/raw.train.$SRC") pairs"
+  INPUTS+=("inputs.$1[]=1 in $2 training pairs")
   say "    $1 = 1 in $2 training pairs: $(count "$TMP/raw.$1.$SRC") lines"
 }
 
@@ -272,6 +235,7 @@ add_wmt() { add_pair "$1" segs "$2-$SRC$TGT-src.$SRC.sgm" "$2-$SRC$TGT-ref.$TGT.
 copy_split() { # FROM TO
   cp "$TMP/raw.$1.$SRC" "$TMP/raw.$2.$SRC"
   cp "$TMP/raw.$1.$TGT" "$TMP/raw.$2.$TGT"
+  INPUTS+=("inputs.$2[]=the $1 split")
 }
 
 # --- 3-6. tokenize, clean, BPE, binarize ------------------------------------------------------
@@ -301,8 +265,8 @@ tokenizer() { # what tokenize does, in words
 # corpora the tool's start-up costs more than the work.
 tokenize() { # LANG
   local lang=$1 split n_train n_valid
-  if ((PRETOKENIZED)) || [ "$BPE" = sentencepiece ]; then
-    for split in "${SPLITS[@]}"; do cp "$TMP/raw.$split.$lang" "$TMP/tok.$split.$lang"; done
+  if ((PRETOKENIZED)) || [ "$BPE" = sentencepiece ]; then # U+2028 and the like as spaces, as sacremoses makes them
+    for split in "${SPLITS[@]}"; do textops spaces < "$TMP/raw.$split.$lang" > "$TMP/tok.$split.$lang"; done
     return
   fi
   n_train=$(count "$TMP/raw.train.$lang") n_valid=$(count "$TMP/raw.valid.$lang")
@@ -316,6 +280,8 @@ tokenize() { # LANG
 clean_train() {
   textops clean "$TMP/tok.train.$SRC" "$TMP/tok.train.$TGT" "$TMP/clean.$SRC" "$TMP/clean.$TGT" \
     --max-len "$CLEAN_MAX_LEN" ${CLEAN_RATIO:+--ratio "$CLEAN_RATIO"}
+  [ -s "$TMP/clean.$SRC" ] ||
+    die "no training pair is left after cleaning (an empty side, over $CLEAN_MAX_LEN tokens${CLEAN_RATIO:+ or a length ratio over $CLEAN_RATIO}): see the training files"
   mv "$TMP/clean.$SRC" "$TMP/tok.train.$SRC"
   mv "$TMP/clean.$TGT" "$TMP/tok.train.$TGT"
 }
@@ -344,15 +310,17 @@ apply_bpe() {
 # Every step keeps one line per sentence pair: the sides of train agree, and valid and test
 # still match their raw references line for line.
 check_aligned() {
-  local lang split
+  local lang split n_bpe n_raw
   for lang in "$SRC" "$TGT"; do
     for split in valid test; do
-      [ "$(count "$TMP/bpe.$split.$lang")" = "$(count "$TMP/raw.$split.$lang")" ] ||
-        die "$split.$lang lost its alignment with its raw references (line counts differ): please report this"
+      n_bpe=$(count "$TMP/bpe.$split.$lang") n_raw=$(count "$TMP/raw.$split.$lang")
+      [ "$n_bpe" = "$n_raw" ] ||
+        die "$split.$lang lost its alignment with its raw references: $n_raw raw lines ($TMP/raw.$split.$lang) but $n_bpe after tokenization and BPE ($TMP/bpe.$split.$lang); run with --keep-tmp to keep these files, and please report this"
     done
   done
-  [ "$(count "$TMP/bpe.train.$SRC")" = "$(count "$TMP/bpe.train.$TGT")" ] ||
-    die "the two sides of train lost their alignment (line counts differ): please report this"
+  n_bpe=$(count "$TMP/bpe.train.$SRC") n_raw=$(count "$TMP/bpe.train.$TGT")
+  [ "$n_bpe" = "$n_raw" ] ||
+    die "the two sides of train lost their alignment: $TMP/bpe.train.$SRC has $n_bpe lines, $TMP/bpe.train.$TGT $n_raw; run with --keep-tmp to keep these files, and please report this"
 }
 
 binarize() {
@@ -377,56 +345,31 @@ generate_args() {
   fi
 }
 
-write_manifest() {
-  local split url note fields=()
+finish() {
+  mkdir -p "$STAGE/raw"
+  local split lang url note fields=()
+  for split in valid test; do
+    for lang in "$SRC" "$TGT"; do cp "$TMP/raw.$split.$lang" "$STAGE/raw/$split.$lang"; done
+  done
   for split in "${SPLITS[@]}"; do fields+=("splits.$split=$(count "$TMP/bpe.$split.$SRC")"); done
   if [ -n "$SRC_DIR" ]; then fields+=("source.dir=$SRC_DIR"); else
     for url in $(sources); do fields+=("source.urls[]=$url"); done
   fi
   for note in ${NOTES[@]+"${NOTES[@]}"}; do fields+=("notes[]=$note"); done
-  textops manifest-write "$STAGE/prep.json" \
-    "dataset=$DATASET" "name=$NAME" "source_lang=$SRC" "target_lang=$TGT" "${fields[@]}" \
+  commit_output "dataset=$DATASET" "source_lang=$SRC" "target_lang=$TGT" "${fields[@]}" \
     "train_before_clean=$TRAIN_EXTRACTED" \
     "clean.max_len=$CLEAN_MAX_LEN" "clean.ratio=${CLEAN_RATIO:-null}" \
     "bpe.kind=$BPE" "bpe.size=$BPE_SIZE" \
     "bpe.file=$([ "$BPE" = subword_nmt ] && echo bpe.codes || echo spm.model)" \
     "lowercase=$( ((LOWERCASE)) && echo true || echo false)" "tokenizer=$(tokenizer)" \
-    "raw_references=raw/{valid,test}.{$SRC,$TGT}" "generate_args=$(generate_args)" \
-    "command=$COMMAND" "cwd=$PWD" "seconds=$SECONDS" "created=$(date -u +%FT%TZ)" "${CONFIG[@]}"
-}
-
-finish() {
-  mkdir -p "$STAGE/raw"
-  local split lang
-  for split in valid test; do
-    for lang in "$SRC" "$TGT"; do cp "$TMP/raw.$split.$lang" "$STAGE/raw/$split.$lang"; done
-  done
-  write_manifest
-  ((KEEP_TMP)) || rm -rf "$TMP"
-  rm -rf "$OUT"
-  mv "$STAGE" "$OUT"
-}
-
-on_exit() {
-  local rc=$?
-  ((rc)) && [ -d "${STAGE:-}" ] || return 0
-  if ((KEEP_TMP)); then
-    say "$NAME: failed during [$STEP]; the unfinished output is in $STAGE" >&2
-  else
-    rm -rf "$STAGE"
-    say "$NAME: failed during [$STEP]; nothing was written to $OUT" >&2
-  fi
+    "raw_references=raw/{valid,test}.{$SRC,$TGT}" "generate_args=$(generate_args)" "${INPUTS[@]}"
 }
 
 prepare() {
-  COMMAND=$(printf '%q ' "$0" "$@")
-  COMMAND=${COMMAND% }
   parse_args "$@"
   resolve_pair
   NAME=$DATASET.$SRC-$TGT
   OUT=${OUT:-data-bin/$NAME}
-  OUT=${OUT%/}
-  case ${OUT##*/} in . | .. | '') die "--out must name the output folder itself, not '$OUT'" ;; esac
   DOWNLOAD_DIR=${DOWNLOAD_DIR:-work/downloads/$DATASET}
   INPUT_DIR=${SRC_DIR:-$DOWNLOAD_DIR}
   QUIET=() # the tools' progress bars only on a terminal
@@ -440,21 +383,9 @@ prepare() {
   CONFIG=("config.dataset=$DATASET" "config.source_lang=$SRC" "config.target_lang=$TGT"
     "config.bpe=$BPE" "config.bpe_size=$BPE_SIZE" "config.lowercase=$LOWERCASE"
     "config.source=${SRC_DIR:-official URLs}")
-  if [ -f "$OUT/prep.json" ] && ! ((FORCE)) && textops manifest-matches "$OUT/prep.json" "${CONFIG[@]}"; then
-    say "$NAME: $OUT is already prepared with these settings (see its prep.json); --force prepares it again"
-    return 0
-  fi
-  if [ -d "$OUT" ] && [ ! -f "$OUT/prep.json" ] && [ -n "$(ls -A "$OUT")" ]; then
-    die "$OUT exists and is not a finished preparation (no prep.json): remove it or choose another --out"
-  fi
-  # Everything is built in OUT.partial and renamed to OUT once complete, so that an earlier
-  # complete OUT stays until its replacement is ready and a failed run leaves no OUT behind.
-  STAGE=$OUT.partial TMP=$OUT.partial/tmp
+  begin_output
   ORIG=$TMP/orig
-  rm -rf "$STAGE"
   mkdir -p "$ORIG"
-  OUT_ABS=$(cd "$(dirname "$OUT")" && pwd)/${OUT##*/}
-  trap on_exit EXIT
   say "$NAME: $SRC -> $TGT into $OUT ($BPE $BPE_SIZE, $( ((LOWERCASE)) && echo lowercased || echo cased), from ${SRC_DIR:-the official URLs})"
 
   step 1/7 "official files ($INPUT_DIR)"

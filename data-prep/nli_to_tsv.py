@@ -10,7 +10,11 @@ Sentences come out tokenized (space-separated): from the corpus's own parse wher
 the tokenized SNLI TSV), else by sacremoses' English Moses tokenizer. Labels are mapped to the
 corpus's label set; an unknown label, a malformed line or invalid JSON stops the run with the
 file and line number. Examples are only left out by a stated rule (SNLI/MultiNLI gold label
-'-': no annotator majority; an empty sentence), and every one is counted and printed.
+'-': no annotator majority; an empty sentence), and every one is counted and printed; a file
+that gives no example (empty, a header only, or every example left out) is an error.
+Lines are read the way textlines.py reads them: they end at "\n" only, the last one with or
+without it, and line numbers in messages are the file's physical lines, header included.
+TSV fields are split at tabs, without any quoting: a field may start with '"'.
 Part of data-prep: uses no phm_fairseq code.
 """
 
@@ -18,6 +22,8 @@ import argparse
 import json
 import random
 import sys
+
+from textlines import TextError, lines as read_lines
 
 NLI3 = ("entailment", "neutral", "contradiction")
 
@@ -49,7 +55,7 @@ def jsonl_records(lines):
 
 
 def json_array_records(lines):
-    text = "".join(line for _, line in lines)
+    text = "\n".join(line for _, line in lines)
     try:
         records = json.loads(text)
     except json.JSONDecodeError as error:
@@ -65,7 +71,7 @@ def tsv_records(lines, fields, header=None):
     """Rows as dicts; with ``header`` the first line must name the columns (any order)."""
     columns = None
     for number, line in lines:
-        row = line.rstrip("\r\n").split("\t")
+        row = line.split("\t")
         if header is not None and columns is None:
             missing = [name for name in header if name not in row]
             if missing:
@@ -101,14 +107,14 @@ FORMATS = {
     # tokenized SNLI TSV with a header (gold_label, sentence1, sentence2), as in e-SNLI
     "snli-tok-tsv": dict(
         labels=NLI3, label_map={l: l for l in NLI3}, skip={"-": "no gold label ('-': no annotator majority)"},
-        read=lambda lines: tsv_records(lines, None, header=("gold_label", "sentence1", "sentence2")),
+        read=lambda lines: tsv_records(lines, None, header=("gold_label", "sentence1", "sentence2")), header=True,
         label="gold_label", premise="sentence1", hypothesis="sentence2", clean=None,
     ),
     # SICK (SemEval 2014 task 1): header pair_ID, sentence_A, sentence_B, relatedness_score, entailment_judgment
     "sick": dict(
         labels=NLI3, label_map={l.upper(): l for l in NLI3}, skip={},
         read=lambda lines: tsv_records(lines, None, header=("sentence_A", "sentence_B", "entailment_judgment")),
-        label="entailment_judgment", premise="sentence_A", hypothesis="sentence_B", clean="moses",
+        header=True, label="entailment_judgment", premise="sentence_A", hypothesis="sentence_B", clean="moses",
     ),
     # SciTail tsv_format: premise, hypothesis, label (entails / neutral), no header
     "scitail-tsv": dict(
@@ -130,30 +136,46 @@ FORMATS = {
 }
 
 
-def convert(fmt, path, out, hold_out=0, hold_out_out=None, seed=1):
+def convert(fmt, path, out, hold_out=0, hold_out_out=None, seed=1, summary=None):
     spec = FORMATS[fmt]
     clean = moses() if spec["clean"] == "moses" else spec["clean"] or (lambda s: s)
     skipped = {reason: 0 for reason in spec["skip"].values()}
     skipped["empty premise or hypothesis"] = 0
     examples = []
-    with open(path, encoding="utf-8") as f:
-        lines = enumerate(f, start=1)
-        for where, record in spec["read"](lines):
-            raw = str(field(record, spec["label"], where)).strip()
-            if raw in spec["skip"]:
-                skipped[spec["skip"][raw]] += 1
-                continue
-            if raw not in spec["label_map"]:
-                known = ", ".join(repr(k) for k in spec["label_map"])
-                rule = f"; skipped by rule: {', '.join(map(repr, spec['skip']))}" if spec["skip"] else ""
-                raise CorpusError(f"{where}: unknown label {raw!r} (known: {known}{rule})")
-            premise, hypothesis = (
-                " ".join(clean(str(field(record, spec[k], where))).split()) for k in ("premise", "hypothesis")
-            )
-            if not premise or not hypothesis:
-                skipped["empty premise or hypothesis"] += 1
-                continue
-            examples.append(f"{spec['label_map'][raw]}\t{premise}\t{hypothesis}\n")
+    text_lines = 0
+
+    def counted():  # the file's lines; those with text are counted for the message on an empty split
+        nonlocal text_lines
+        for number, line in read_lines(path):
+            text_lines += bool(line.strip())
+            yield number, line
+
+    for where, record in spec["read"](counted()):
+        raw = str(field(record, spec["label"], where)).strip()
+        if raw in spec["skip"]:
+            skipped[spec["skip"][raw]] += 1
+            continue
+        if raw not in spec["label_map"]:
+            known = ", ".join(repr(k) for k in spec["label_map"])
+            rule = f"; skipped by rule: {', '.join(map(repr, spec['skip']))}" if spec["skip"] else ""
+            raise CorpusError(f"{where}: unknown label {raw!r} (known: {known}{rule})")
+        premise, hypothesis = (
+            " ".join(clean(str(field(record, spec[k], where))).split()) for k in ("premise", "hypothesis")
+        )
+        if not premise or not hypothesis:
+            skipped["empty premise or hypothesis"] += 1
+            continue
+        examples.append(f"{spec['label_map'][raw]}\t{premise}\t{hypothesis}\n")
+    if not examples:
+        if text_lines == 0:
+            what = "the file is empty"
+        elif text_lines == 1 and spec.get("header"):
+            what = "the file has its header line only"
+        elif sum(skipped.values()):
+            what = f"every example was left out by rule ({rules(skipped)})"
+        else:
+            what = "the file holds no example"
+        raise CorpusError(f"no examples: {what}; every split needs examples")
     held = set()
     if hold_out:
         if hold_out >= len(examples):
@@ -166,8 +188,17 @@ def convert(fmt, path, out, hold_out=0, hold_out_out=None, seed=1):
     report = f"{path}: {len(examples) - len(held)} examples -> {out}"
     if held:
         report += f", {len(held)} held out (seed {seed}) -> {hold_out_out}"
-    rules = "; ".join(f"{count} {reason}" for reason, count in skipped.items())
-    print(f"{report}; skipped by rule: {rules}", file=sys.stderr)
+    print(f"{report}; skipped by rule: {rules(skipped)}", file=sys.stderr)
+    if summary:
+        details = {"file": str(path), "examples": len(examples) - len(held), "skipped_by_rule": skipped}
+        if held:
+            details["held_out"] = {"examples": len(held), "seed": seed, "to": "valid"}
+        with open(summary, "w", encoding="utf-8") as f:
+            json.dump(details, f)
+
+
+def rules(skipped):
+    return "; ".join(f"{count} {reason}" for reason, count in skipped.items())
 
 
 def main():
@@ -177,6 +208,7 @@ def main():
                         help="print the label set of FORMAT, one a line, in its fixed order, and exit")
     parser.add_argument("--hold-out", metavar="N:FILE", help="write N random examples (seeded) to FILE instead")
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--summary", metavar="FILE", help="write the counts as JSON to FILE (for prep.json)")
     parser.add_argument("input", nargs="?")
     parser.add_argument("output", nargs="?")
     args = parser.parse_args()
@@ -192,9 +224,11 @@ def main():
             parser.error(f"--hold-out takes N:FILE, not {args.hold_out!r}")
         hold_out = int(count)
     try:
-        convert(args.format, args.input, args.output, hold_out, hold_out_out, args.seed)
+        convert(args.format, args.input, args.output, hold_out, hold_out_out, args.seed, args.summary)
     except CorpusError as error:
         sys.exit(f"error: {args.input}: {error}")
+    except TextError as error:
+        sys.exit(f"error: {error}")
     except FileNotFoundError as error:
         sys.exit(f"error: {error.filename}: no such file")
 

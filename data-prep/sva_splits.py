@@ -12,6 +12,12 @@ Two layouts are read, told apart by their header:
   - the same data with fewer columns (sentence, subj_idx, verb_idx counted from 0, verb_pos,
     verb, inflected_verb), as in the sample of the workplace (../shared/data/sva).
 In both, ``sentence`` has the words outside the 10k most common replaced by their POS tag.
+A row is one line (lines end at "\n" only, the last one with or without it, as textlines.py
+reads them), its fields are split at tabs, and line numbers in messages are the file's physical
+lines, header included. The release was written by Python's csv.writer, which puts a field
+that holds '"' in quotes and doubles the quotes inside ("a ""b"" c"): such a field is read
+back as csv.reader would; any other field, one that merely starts with '"' included, is taken
+as it is (csv.reader would run such a field on over the next lines).
 
 The input is ``sentence`` up to, not including, the verb; the label is the verb's number:
 VBZ singular, VBP plural. Any other verb_pos, a row of the wrong width, an index that is not a
@@ -27,13 +33,12 @@ and tensor2tensor's sva_number_prediction's.
 """
 
 import argparse
-import csv
-import gzip
 import json
 import random
 import sys
-import zlib
 from fractions import Fraction
+
+from textlines import TextError, lines
 
 LABELS = {"VBZ": "singular", "VBP": "plural"}
 SPLITS = ("train", "valid", "test")
@@ -58,10 +63,15 @@ class CorpusError(Exception):
     pass
 
 
-def open_text(path):
-    if path.endswith(".gz"):
-        return gzip.open(path, "rt", encoding="utf-8", newline="")
-    return open(path, encoding="utf-8", newline="")
+def fields(line):
+    """The tab-separated fields of a line, a field that csv.writer quoted unquoted."""
+    return [unquote(text) for text in line.split("\t")]
+
+
+def unquote(text):
+    if len(text) >= 2 and text[0] == text[-1] == '"' and '"' not in text[1:-1].replace('""', ""):
+        return text[1:-1].replace('""', '"')
+    return text
 
 
 def read_header(header, t2t_test):
@@ -109,34 +119,30 @@ def read_examples(path, t2t_test):
     """Every row as (prefix, label, keep_in_t2t_test), in file order, and the rule-based skips."""
     skipped = {rule: 0 for rule in SKIP_RULES if rule != "t2t" or t2t_test}
     examples = []
-    with open_text(path) as f:
-        reader = csv.reader(f, delimiter="\t", strict=True)  # the release was written by csv.writer
-        try:
-            header = next(reader, None)
-            if header is None:
-                raise CorpusError("the file is empty")
-            layout, columns = read_header(header, t2t_test)
-            spec = LAYOUTS[layout]
-            for row in reader:
-                where = f"line {reader.line_num}"
-                if not row:
-                    raise CorpusError(f"{where}: an empty line")
-                if len(row) != len(header):
-                    raise CorpusError(f"{where}: expected {len(header)} tab-separated fields, found {len(row)}")
-                prefix, label, length = example(row, columns, spec, where)
-                if length > MAX_TOKENS:
-                    skipped["long"] += 1
-                    continue
-                kept_by_t2t = not t2t_test or row[columns["n_intervening"]] == row[columns["n_diff_intervening"]]
-                examples.append((prefix, label, kept_by_t2t))
-                if len(examples) % PROGRESS_EVERY == 0:
-                    print(f"    {len(examples):,} examples read", file=sys.stderr, flush=True)
-        except csv.Error as error:
-            raise CorpusError(f"line {reader.line_num}: {error}") from None
-        except UnicodeDecodeError:
-            raise CorpusError(f"line {reader.line_num + 1}: not UTF-8 text") from None
-        except (EOFError, gzip.BadGzipFile, zlib.error) as error:
-            raise CorpusError(f"not a complete gzip file ({error}): get a fresh copy") from None
+    rows = lines(path)
+    _, line = next(rows, (0, None))
+    if line is None:
+        raise CorpusError("the file is empty")
+    header = fields(line)
+    layout, columns = read_header(header, t2t_test)
+    spec = LAYOUTS[layout]
+    for number, line in rows:
+        where = f"line {number}"
+        if not line:
+            raise CorpusError(f"{where}: an empty line")
+        row = fields(line)
+        if len(row) != len(header):
+            raise CorpusError(f"{where}: expected {len(header)} tab-separated fields, found {len(row)}")
+        prefix, label, length = example(row, columns, spec, where)
+        if length > MAX_TOKENS:
+            skipped["long"] += 1
+            continue
+        kept_by_t2t = not t2t_test or row[columns["n_intervening"]] == row[columns["n_diff_intervening"]]
+        examples.append((prefix, label, kept_by_t2t))
+        if len(examples) % PROGRESS_EVERY == 0:
+            print(f"    {len(examples):,} examples read", file=sys.stderr, flush=True)
+    if not examples and not skipped["long"]:
+        raise CorpusError("the file has its header line only: no rows")
     return layout, examples, skipped
 
 
@@ -161,6 +167,9 @@ def convert(path, out_dir, proportions, seed, t2t_test):
     if t2t_test:
         skipped["t2t"] = sum(not kept for *_, kept in parts["test"])
         parts["test"] = [e for e in parts["test"] if e[2]]
+        if not parts["test"]:
+            raise CorpusError(f"--t2t-test leaves none of the {skipped['t2t']} test rows: "
+                              "the test split would be empty")
     summary = {
         "input": path, "layout": layout, "rows": len(examples) + skipped["long"],
         "proportions": [float(p) for p in proportions], "seed": seed, "t2t_test": t2t_test,
@@ -214,6 +223,8 @@ def main():
         convert(args.input, args.out_dir, args.proportions, args.seed, args.t2t_test)
     except CorpusError as error:
         sys.exit(f"error: {args.input}: {error}")
+    except TextError as error:
+        sys.exit(f"error: {error}")
     except FileNotFoundError as error:
         sys.exit(f"error: {error.filename}: no such file")
 

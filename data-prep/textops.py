@@ -1,30 +1,41 @@
-"""The few text operations of data-prep/lib.sh that no command-line tool offers.
+"""The few text operations of the data-prep scripts that no command-line tool offers.
 
+    textops.py read FILE [--name NAME]        (FILE, plain or .gz, as textlines.py reads it -> stdout)
     textops.py clean SRC TGT OUT_SRC OUT_TGT --max-len N [--ratio R]
     textops.py unzip FILE [DEST]              (check the archive; extract it into DEST)
     textops.py lower                          (stdin -> stdout)
+    textops.py spaces                         (stdin -> stdout: U+2028, U+0085, ... as spaces)
     textops.py spm-train MODEL_PREFIX VOCAB_SIZE FILE...
     textops.py spm-encode MODEL               (stdin -> stdout)
-    textops.py manifest-write FILE KEY=VALUE...
-    textops.py manifest-matches FILE KEY=VALUE...  (exit 0 if FILE's "config" is these KEYs' config)
 
 Plain standard library, except sentencepiece for the spm commands: the pip wheel of
-sentencepiece ships no spm_train/spm_encode executables, only this Python API.
+sentencepiece ships no spm_train/spm_encode executables, only this Python API. Files and
+standard input are split into lines at "\n" only (see textlines.py).
 """
 
 import argparse
-import json
 import sys
 import zipfile
-from importlib import metadata
-from pathlib import Path
+
+import textlines
+
+
+def read(args):
+    """The one entry of text into data-prep: every later step sees "\n"-terminated UTF-8 lines."""
+    out = sys.stdout
+    try:
+        for _, text in textlines.lines(args.file, args.name):
+            out.write(text + "\n")
+    except textlines.TextError as error:
+        sys.exit(f"error: {error}")
 
 
 def clean(args):
     """Drop training pairs with an empty side, a side over --max-len tokens or, with --ratio,
     a token-length ratio above it: the rules of Moses' clean-corpus-n.perl (min length 1)."""
     kept = dropped = 0
-    with open(args.src, encoding="utf-8") as src, open(args.tgt, encoding="utf-8") as tgt, \
+    with open(args.src, encoding="utf-8", newline="\n") as src, \
+            open(args.tgt, encoding="utf-8", newline="\n") as tgt, \
             open(args.out_src, "w", encoding="utf-8") as out_src, \
             open(args.out_tgt, "w", encoding="utf-8") as out_tgt:
         for s, t in zip(src, tgt, strict=True):
@@ -59,6 +70,11 @@ def lower(_args):
         sys.stdout.write(line.lower())
 
 
+def spaces(_args):
+    for line in sys.stdin:
+        sys.stdout.write(textlines.spaces(line))
+
+
 def spm_train(args):
     import sentencepiece as spm
 
@@ -79,57 +95,13 @@ def spm_encode(args):
         sys.stdout.write(" ".join(sp.encode(line.rstrip("\n"), out_type=str)) + "\n")
 
 
-def _fields(items):
-    """KEY=VALUE arguments as a dict. A dotted KEY nests (splits.train=29000 gives
-    {"splits": {"train": 29000}}), a KEY ending in [] appends to a list; a VALUE that parses as
-    JSON (a number, true, null) is taken as that, any other as a string, so that the shell
-    never has to quote JSON."""
-    out = {}
-    for item in items:
-        key, _, value = item.partition("=")
-        try:
-            value = json.loads(value)
-        except json.JSONDecodeError:
-            pass
-        *parents, leaf = key.split(".")
-        node = out
-        for parent in parents:
-            node = node.setdefault(parent, {})
-        if leaf.endswith("[]"):
-            node.setdefault(leaf[:-2], []).append(value)
-        else:
-            node[leaf] = value
-    return out
-
-
-def _versions():
-    versions = {"python": sys.version.split()[0]}
-    for dist in ("sacremoses", "subword-nmt", "sentencepiece", "ve-fairseq", "fairseq"):
-        try:
-            versions[dist] = metadata.version(dist)
-        except metadata.PackageNotFoundError:
-            pass
-    return versions
-
-
-def manifest_write(args):
-    fields = _fields(args.fields)
-    fields["versions"] = _versions()
-    Path(args.file).write_text(json.dumps(fields, indent=2, ensure_ascii=False) + "\n",
-                               encoding="utf-8")
-
-
-def manifest_matches(args):
-    try:
-        config = json.loads(Path(args.file).read_text(encoding="utf-8"))["config"]
-    except (OSError, ValueError, KeyError):
-        sys.exit(1)
-    sys.exit(0 if config == _fields(args.fields)["config"] else 1)
-
-
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
+    p = sub.add_parser("read")
+    p.add_argument("file")
+    p.add_argument("--name", help="the file as messages call it (e.g. ARCHIVE:MEMBER)")
+    p.set_defaults(func=read)
     p = sub.add_parser("clean")
     for name in ("src", "tgt", "out_src", "out_tgt"):
         p.add_argument(name)
@@ -141,6 +113,7 @@ def main():
     p.add_argument("dest", nargs="?")
     p.set_defaults(func=unzip)
     sub.add_parser("lower").set_defaults(func=lower)
+    sub.add_parser("spaces").set_defaults(func=spaces)
     p = sub.add_parser("spm-train")
     p.add_argument("model_prefix")
     p.add_argument("vocab_size", type=int)
@@ -149,12 +122,8 @@ def main():
     p = sub.add_parser("spm-encode")
     p.add_argument("model")
     p.set_defaults(func=spm_encode)
-    for name, func in (("manifest-write", manifest_write), ("manifest-matches", manifest_matches)):
-        p = sub.add_parser(name)
-        p.add_argument("file")
-        p.add_argument("fields", nargs="*")
-        p.set_defaults(func=func)
     args = parser.parse_args()
+    sys.stdin.reconfigure(newline="\n")  # "\r", U+2028 and the like stay inside their line
     args.func(args)
 
 

@@ -98,3 +98,10 @@ def test_fused_qkv_computes_its_output_once_per_decoding_step(monkeypatch, spec)
         for t in range(4):
             mha(x[t : t + 1], x[t : t + 1], x[t : t + 1], incremental_state=state)
             assert len(products) == t + 1
+
+
+def test_quaternion_attention_refuses_a_fused_qkv_projection():
+    from phm_fairseq.models.quaternion_attention import QuaternionMultiheadAttention
+
+    with pytest.raises(ValueError, match="needs Q, K and V that are each a Hamilton product"):
+        QuaternionMultiheadAttention(32, 2, linear=LinearSpec("quaternion"), fused_qkv=True, self_attention=True)

@@ -43,10 +43,12 @@ def fails(script, *args, cwd):
 
 
 def read_lines(path):
-    """The lines of a text file, split at "\n" only, as the scripts' tools split them."""
+    """The lines of a text file, split at "\n" only, as the scripts split them (the last line
+    counts with or without its "\n")."""
     opener = gzip.open if str(path).endswith(".gz") else open
     with opener(path, "rt", encoding="utf-8", newline="") as f:
-        return f.read().split("\n")[:-1]
+        lines = f.read().split("\n")
+    return lines[:-1] if lines[-1] == "" else lines
 
 
 @pytest.fixture(scope="module")
@@ -196,7 +198,17 @@ def test_multi30k_subword_nmt_then_rerun_then_sentencepiece(multi30k_slice, tmp_
     assert "already prepared" in result.stdout
     assert (out / "prep.json").stat().st_mtime_ns == stamp
 
-    # other settings, same output: prepared again in full, replacing the first
+    # another script's output is refused, whatever --force says
+    error = fails("iwslt15.sh", "--src-dir", str(tmp_path), "--out", str(out), "--force", cwd=tmp_path)
+    assert f"{out} was made by data-prep/multi30k.sh (see its prep.json), not by data-prep/iwslt15.sh" in error
+
+    # other settings, same output: prepared again, unless the folder holds a file the script
+    # did not write (it would be lost with the old output)
+    (out / "raw" / "my-notes.txt").write_text("keep me")
+    error = fails("multi30k.sh", "--src-dir", str(multi30k_slice), "--bpe", "sentencepiece", cwd=tmp_path)
+    assert "data-bin/multi30k.en-de holds files that data-prep/multi30k.sh did not write (raw/my-notes.txt)" in error
+    assert (out / "prep.json").stat().st_mtime_ns == stamp and (out / "raw" / "my-notes.txt").is_file()
+    (out / "raw" / "my-notes.txt").unlink()
     run("multi30k.sh", "--src-dir", str(multi30k_slice), "--bpe", "sentencepiece",
         "--bpe-size", "1000", cwd=tmp_path)
     prep = check_output(out, "en", "de", counts)
@@ -450,13 +462,19 @@ def test_truncated_or_failed_download_leaves_no_file(tmp_path):
     ("iwslt14.sh", ["-t", "fr"],
      "unsupported language pair ?-fr for iwslt14: supported pairs are de-en, en-de, ro-en, en-ro"),
     ("wmt18.sh", ["-s", "ro"], "unsupported language pair ro-? for wmt18: supported pairs are en-et, et-en"),
-    ("multi30k.sh", ["--frobnicate"], "unknown option '--frobnicate' (see --help)"),
+    ("multi30k.sh", ["--frobnicate"],
+     "unknown option '--frobnicate' (see --help)\nusage: data-prep/multi30k.sh [-s L]"),
+    ("iwslt14.sh", ["--dest", "x"],
+     "unknown option '--dest': the output folder is --out DIR, in every data-prep script"),
     ("multi30k.sh", ["--bpe", "wordpiece"], "unknown --bpe 'wordpiece': use subword_nmt or sentencepiece"),
     ("multi30k.sh", ["--src-dir"], "option --src-dir needs a value"),
+    ("multi30k.sh", ["-t", "de", "-s"],
+     "multi30k.sh: error: option -s needs a value\nusage: data-prep/multi30k.sh [-s L]"),
     ("multi30k.sh", ["--src-dir", "/nonexistent"], "--src-dir /nonexistent: no such folder"),
 ])
 def test_bad_arguments(script, args, message, tmp_path):
-    assert message in fails(script, *args, cwd=tmp_path)
+    error = fails(script, *args, cwd=tmp_path)
+    assert message in error and error.count("error:") == 1, error
     assert not (tmp_path / "data-bin").exists()
 
 
@@ -465,5 +483,114 @@ def test_refuses_to_overwrite_a_folder_it_did_not_write(tmp_path):
     out.mkdir()
     (out / "notes.txt").write_text("keep me")
     error = fails("multi30k.sh", "--src-dir", str(MULTI30K), "--out", str(out), cwd=tmp_path)
-    assert "is not a finished preparation (no prep.json)" in error
-    assert (out / "notes.txt").read_text() == "keep me"
+    assert f"{out} exists, is not empty and was not made by a data-prep script (no prep.json)" in error
+    assert "it is left as it is; choose another --out" in error
+    assert [p.name for p in out.iterdir()] == ["notes.txt"] and (out / "notes.txt").read_text() == "keep me"
+    assert not Path(f"{out}.partial").exists()
+
+    # a prep.json of the scripts before this contract: it names the corpus, not the files it wrote
+    (out / "prep.json").write_text(json.dumps({"dataset": "multi30k", "config": {"dataset": "multi30k"}}))
+    error = fails("multi30k.sh", "--src-dir", str(MULTI30K), "--out", str(out), cwd=tmp_path)
+    assert f"{out} was made by an earlier version of data-prep/multi30k.sh, whose prep.json does not list" in error
+    assert sorted(p.name for p in out.iterdir()) == ["notes.txt", "prep.json"]
+    # an OUT.partial that no data-prep script made is not removed either
+    (out / "prep.json").unlink()
+    (out / "notes.txt").unlink()
+    Path(f"{out}.partial").mkdir()
+    error = fails("multi30k.sh", "--src-dir", str(MULTI30K), "--out", str(out), cwd=tmp_path)
+    assert f"{out}.partial exists and is not an unfinished output of data-prep/multi30k.sh" in error
+
+
+# --- hostile input: what a line is, empty files, bytes that are not UTF-8 ------------------------
+
+def multi30k_files(folder, train=1200, valid=60, test=50, edit=None):
+    """A small Multi30k en-de folder in the official layout (gzipped). ``edit`` maps a file
+    name (val.de.gz) to a function of its list of lines that returns the file's bytes."""
+    folder.mkdir(parents=True, exist_ok=True)
+    sizes = {"train": train, "val": valid, "test_2016_flickr": test}
+    for name, size in sizes.items():
+        for lang in ("en", "de"):
+            file = f"{name}.{lang}.gz"
+            lines = read_lines(MULTI30K / file)[:size]
+            data = "".join(line + "\n" for line in lines).encode()
+            if edit and file in edit:
+                data = edit[file](lines)
+            with gzip.open(folder / file, "wb") as f:
+                f.write(data)
+    return folder
+
+
+def without_final_newline(lines):
+    return "\n".join(lines).encode()
+
+
+def test_a_missing_final_newline_ends_a_line_like_any_other(tmp_path):
+    """Issue 13.2: train files without their last "\n" merged the last training pair with the
+    first valid one (exit 0, 1199 pairs); test files without it failed an internal check."""
+    edit = {f"{name}.{lang}.gz": without_final_newline
+            for name in ("train", "val", "test_2016_flickr") for lang in ("en", "de")}
+    src = multi30k_files(tmp_path / "src", edit=edit)
+    out = tmp_path / "multi30k.en-de"
+    run("multi30k.sh", "--src-dir", str(src), "--out", str(out), *FAST, cwd=tmp_path)
+    prep = check_output(out, "en", "de", {"train": 1200, "valid": 60, "test": 50})
+    assert prep["train_before_clean"] == 1200
+    for split, name in (("valid", "val"), ("test", "test_2016_flickr")):
+        for lang in ("en", "de"):
+            assert read_lines(out / "raw" / f"{split}.{lang}") == read_lines(src / f"{name}.{lang}.gz")
+    assert read_lines(out / "raw" / "valid.en")[0] == read_lines(MULTI30K / "val.en.gz")[0]
+
+
+def test_line_separators_inside_a_line_and_crlf_files_keep_one_sentence_a_line(tmp_path):
+    """Issue 13.7: U+2028, U+0085 and a lone "\r" are characters of a line; only "\n" ends one.
+    A reference that holds them is one line in raw/, one tokenized line, one binarized example,
+    with subword-nmt (after sacremoses) and with sentencepiece. "\r\n" files read as "\n" files."""
+    odd = {1: "\u2028", 4: "\u0085", 7: "\r", 9: "\u2029\x0c"}
+
+    def with_separators(lines):
+        lines = list(lines)
+        for i, char in odd.items():
+            words = lines[i].split(" ")
+            lines[i] = " ".join(words[:2]) + char + " ".join(words[2:])
+        return "".join(line + "\n" for line in lines).encode()
+
+    def crlf(lines):
+        return "".join(line + "\r\n" for line in lines).encode()
+
+    edit = {"test_2016_flickr.de.gz": with_separators, "test_2016_flickr.en.gz": with_separators,
+            "val.en.gz": crlf, "val.de.gz": crlf}
+    src = multi30k_files(tmp_path / "src", edit=edit)
+    test_de = read_lines(MULTI30K / "test_2016_flickr.de.gz")[:50]
+    for bpe in ("subword_nmt", "sentencepiece"):
+        out = tmp_path / bpe / "multi30k.en-de"
+        run("multi30k.sh", "--src-dir", str(src), "--out", str(out), "--bpe", bpe, *FAST, cwd=tmp_path)
+        check_output(out, "en", "de", {"train": 1200, "valid": 60, "test": 50})
+        raw = read_lines(out / "raw" / "test.de")
+        assert len(raw) == 50 and raw[1] == with_separators(test_de).decode().split("\n")[1]
+        assert "\u2028" in raw[1] and "\u0085" in raw[4] and "\r" not in raw[7]  # a lone \r: a space
+        assert read_lines(out / "raw" / "valid.en") == read_lines(MULTI30K / "val.en.gz")[:60]
+
+
+def test_bytes_that_are_not_utf8_are_named_with_file_and_line(tmp_path):
+    """Issue 13.6: a Latin-1 byte in Multi30k gave a sacremoses traceback."""
+    def latin1_at_801(lines):
+        data = "".join(line + "\n" for line in lines).encode()
+        lines = data.split(b"\n")
+        lines[800] = lines[800].replace(b" ", " caf\xe9 ".encode("latin-1"), 1)
+        return b"\n".join(lines)
+
+    src = multi30k_files(tmp_path / "src", edit={"train.de.gz": latin1_at_801})
+    column = len(read_lines(MULTI30K / "train.de.gz")[800].split(" ")[0]) + 5
+    error = fails("multi30k.sh", "--src-dir", str(src), *FAST, cwd=tmp_path)
+    assert f"{src}/train.de.gz:train.de: line 801, column {column}: byte 0xe9 is not UTF-8" in error
+    assert "must be UTF-8" in error and "Traceback" not in error
+    assert not (tmp_path / "data-bin").exists() or not any((tmp_path / "data-bin").iterdir())
+
+
+@pytest.mark.parametrize("files", [["val.de.gz"], ["test_2016_flickr.en.gz", "test_2016_flickr.de.gz"]],
+                         ids=["one-side", "both-sides"])
+def test_an_empty_file_is_an_error_that_names_it(files, tmp_path):
+    """Issue 13.3: an empty split passed data-prep and failed in fairseq later."""
+    src = multi30k_files(tmp_path / "src", edit=dict.fromkeys(files, lambda lines: b""))
+    error = fails("multi30k.sh", "--src-dir", str(src), *FAST, cwd=tmp_path)
+    assert f"{src}/{files[0]}:{files[0][:-3]} is empty" in error
+    assert not (tmp_path / "data-bin").exists() or not any((tmp_path / "data-bin").iterdir())

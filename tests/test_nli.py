@@ -5,6 +5,7 @@ import os
 import shutil
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -45,8 +46,8 @@ def sick_data(shared_data, tmp_path_factory):
     """data-bin made by data-prep/sick.sh --trial-as-test from the real SICK files."""
     root = tmp_path_factory.mktemp("sick")
     src = sick_copy(shared_data, root / "src")
-    out = run(["bash", "data-prep/sick.sh", "--trial-as-test", "--src-dir", src, "--dest", root / "data",
-               "--work", root / "work", "--workers", "1"])
+    out = run(["bash", "data-prep/sick.sh", "--trial-as-test", "--src-dir", src, "--out", root / "data",
+               "--workers", "1"])
     assert out.returncode == 0, out.stderr
     return root / "data", out.stderr
 
@@ -69,8 +70,11 @@ def test_data_prep_snli_counts_what_it_skips_by_rule(shared_data, tmp_path):
         if name == "train":  # SNLI's rule: pairs without a gold label ('-') are left out, and counted
             part = ["-\t" + line.split("\t", 1)[1] if i in (3, 17) else line for i, line in enumerate(part)]
         (src / f"snli_1.0_{name}.tok.tsv").write_text(header + "".join(part))
-    out = run(["bash", "data-prep/snli.sh", "--src-dir", src, "--dest", tmp_path / "data", "--work", tmp_path / "w",
-               "--workers", "1"])
+    with zipfile.ZipFile(src / "snli_1.0.zip", "w") as archive:  # --src-dir with the release's archive in it
+        for file in sorted(src.glob("*.tsv")):
+            archive.write(file, f"snli_1.0/{file.name}")
+            file.unlink()
+    out = run(["bash", "data-prep/snli.sh", "--src-dir", src, "--out", tmp_path / "data", "--workers", "1"])
     assert out.returncode == 0, out.stderr
     assert "398 examples" in out.stderr and "skipped by rule: 2 no gold label" in out.stderr
     assert len((tmp_path / "data" / "train.label").read_text().splitlines()) == 398
@@ -91,15 +95,15 @@ def test_data_prep_multinli_jsonl_with_matched_and_mismatched_tests(shared_data,
                     "sentence1_binary_parse": f"( ( {premise} ) )", "sentence2_binary_parse": f"( {hypothesis} )"}
                    for i, (label, premise, hypothesis) in enumerate(part)]
         (src / f"multinli_1.0_{name}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
-    out = run(["bash", "data-prep/mnli.sh", "--src-dir", src, "--dest", tmp_path / "data", "--work", tmp_path / "w",
-               "--workers", "1"])
+    out = run(["bash", "data-prep/mnli.sh", "--src-dir", src, "--out", tmp_path / "data", "--workers", "1",
+               "--keep-tmp"])
     assert out.returncode == 0, out.stderr
     data = tmp_path / "data"
     counts = {split: len((data / f"{split}.label").read_text().splitlines())
               for split in ("train", "valid", "test", "test_mismatched")}
     assert counts == {"train": 200, "valid": 31, "test": 31, "test_mismatched": 28}
     assert (data / "premise" / "test_mismatched.bin").is_file() and not (data / "premise" / "test1.bin").exists()
-    assert (tmp_path / "w" / "train.premise").read_text().splitlines()[0] == rows[0][1]  # parse brackets gone
+    assert (data / "tmp" / "train.premise").read_text().splitlines()[0] == rows[0][1]  # parse brackets gone
 
 
 @pytest.mark.parametrize("fmt", ["scitail-tsv", "dnli-json", "quora-tsv"])
@@ -139,8 +143,7 @@ def test_release_formats_and_their_labels(shared_data, tmp_path, fmt):
 def test_data_prep_rejects_bad_lines_with_their_number(shared_data, tmp_path, line, message):
     number = int(line.split("\t")[0])
     src = sick_copy(shared_data, tmp_path / "src", edit={number: line})
-    out = run(["bash", "data-prep/sick.sh", "--trial-as-test", "--src-dir", src, "--dest", tmp_path / "data",
-               "--work", tmp_path / "w"])
+    out = run(["bash", "data-prep/sick.sh", "--trial-as-test", "--src-dir", src, "--out", tmp_path / "data"])
     assert out.returncode != 0
     assert message in out.stderr and "SICK_train.txt" in out.stderr
     assert not (tmp_path / "data").exists()  # nothing half-made
@@ -148,10 +151,114 @@ def test_data_prep_rejects_bad_lines_with_their_number(shared_data, tmp_path, li
 
 def test_data_prep_without_network_says_how_to_work_offline(tmp_path):
     refused = "http://127.0.0.1:9"  # a proxy that refuses at once: no download is attempted for real
-    out = run(["bash", "data-prep/scitail.sh", "--dest", tmp_path / "data", "--work", tmp_path / "w"],
+    out = run(["bash", "data-prep/scitail.sh", "--out", tmp_path / "data", "--download-dir", tmp_path / "dl"],
               http_proxy=refused, https_proxy=refused, HTTP_PROXY=refused, HTTPS_PROXY=refused)
     assert out.returncode != 0
     assert "could not download" in out.stderr and "--src-dir DIR" in out.stderr and "scitail_1.0_train.tsv" in out.stderr
+
+
+# --- data-prep under hostile input (issue 13): the output contract, lines, empty files, bytes ---
+
+def snli_folder(shared_data, folder, sizes=(("train", 300), ("dev", 40), ("test", 30)), edit=None):
+    """snli_1.0_{train,dev,test}.tok.tsv from the real SNLI dev rows; ``edit`` maps a split name
+    to a function of (header, rows) that returns the file's bytes."""
+    header, *rows = (shared_data / "snli" / "snli_1.0_dev.tok.tsv").read_text().split("\n")
+    folder.mkdir(parents=True)
+    start = 0
+    for name, size in sizes:
+        part = rows[start : start + size]
+        start += size
+        data = (edit[name](header, part) if edit and name in edit
+                else "".join(line + "\n" for line in [header, *part]).encode())
+        (folder / f"snli_1.0_{name}.tok.tsv").write_bytes(data)
+    return folder
+
+
+def test_data_prep_never_deletes_a_folder_it_did_not_make(shared_data, tmp_path):
+    """Issue 13.1: sick.sh --dest FOLDER exited 0 and the other files in FOLDER were gone."""
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "notes.txt").write_text("keep me")
+    src = sick_copy(shared_data, tmp_path / "src")
+    out = run(["bash", "data-prep/sick.sh", "--trial-as-test", "--src-dir", src, "--out", mine])
+    assert out.returncode != 0
+    assert f"{mine} exists, is not empty and was not made by a data-prep script (no prep.json)" in out.stderr
+    assert [p.name for p in mine.iterdir()] == ["notes.txt"] and (mine / "notes.txt").read_text() == "keep me"
+    assert not (tmp_path / "mine.partial").exists()
+
+
+def test_data_prep_refuses_unknown_options_with_the_usage(shared_data, tmp_path):
+    """Issue 13.1: snli.sh --dset X was ignored silently. --dest, the old name of --out, is refused
+    too, with the new name."""
+    src = snli_folder(shared_data, tmp_path / "src")
+    out = run(["bash", "data-prep/snli.sh", "--dset", "X", "--dest", tmp_path / "data", "--src-dir", src])
+    assert out.returncode == 2
+    assert "snli: error: unknown option '--dset' (see --help)\nusage: data-prep/snli.sh [--src-dir DIR]" in out.stderr
+    out = run(["bash", "data-prep/sick.sh", "--dest", tmp_path / "data"])
+    assert out.returncode == 2 and "the output folder is --out DIR" in out.stderr
+    assert "usage: data-prep/sick.sh" in out.stderr
+    assert not (tmp_path / "data").exists() and not (REPO / "data-bin" / "snli").exists()
+
+
+def test_data_prep_reads_lines_at_newlines_only_and_writes_prep_json(shared_data, tmp_path):
+    """A train file without its final newline, with "\\r\\n" endings, U+2028 and a lone "\\r"
+    inside lines gives its 300 examples, one a line; prep.json says what was made from what; the
+    same command again does nothing, --force prepares again."""
+    def hostile(header, rows):
+        rows = list(rows)
+        rows[10] = rows[10].replace(" ", " \u2028", 1)
+        rows[20] = rows[20].replace(" ", "\r", 1)
+        return "\r\n".join([header, *rows]).encode()
+
+    src = snli_folder(shared_data, tmp_path / "src", edit={"train": hostile})
+    rows = (shared_data / "snli" / "snli_1.0_dev.tok.tsv").read_text().split("\n")[1:301]
+    data = tmp_path / "data"
+    command = ["bash", "data-prep/snli.sh", "--src-dir", src, "--out", data, "--workers", "1", "--keep-tmp"]
+    out = run(command)
+    assert out.returncode == 0, out.stderr
+    written = (data / "tmp" / "train.tsv").read_text().split("\n")
+    assert len(written) == 301 and written[-1] == ""  # 300 lines, each ending in "\n"
+    assert [w.split("\t")[1:] for w in written[:-1]] == [r.split("\t")[1:3] for r in rows]  # U+2028, \r: spaces
+    prep = json.loads((data / "prep.json").read_text())
+    assert prep["script"] == "data-prep/snli.sh" and prep["command"].startswith("data-prep/snli.sh --src-dir")
+    assert prep["splits"] == {"train": 300, "valid": 40, "test": 30}
+    assert prep["inputs"]["test"]["file"] == str(src / "snli_1.0_test.tok.tsv")
+    assert prep["labels"] == ["entailment", "neutral", "contradiction"]
+    assert sorted(prep["files"]) == sorted(str(p.relative_to(data)) for p in data.rglob("*") if p.is_file())
+
+    stamp = (data / "prep.json").stat().st_mtime_ns
+    out = run(command)
+    assert out.returncode == 0 and "already prepared" in out.stdout
+    assert (data / "prep.json").stat().st_mtime_ns == stamp
+    out = run([*command[:-1], "--force"])
+    assert out.returncode == 0, out.stderr
+    assert (data / "prep.json").stat().st_mtime_ns != stamp and not (data / "tmp").exists()
+
+
+@pytest.mark.parametrize("split,content,message", [
+    ("test", b"", "snli_1.0_test.tok.tsv: no examples: the file is empty"),
+    ("dev", b"gold_label\tsentence1\tsentence2\n",
+     "snli_1.0_dev.tok.tsv: no examples: the file has its header line only"),
+], ids=["empty", "header-only"])
+def test_data_prep_refuses_an_empty_split_naming_the_file(shared_data, tmp_path, split, content, message):
+    """Issue 13.3: an empty SNLI test file gave "test: 0 examples" and exit 0; training failed later."""
+    src = snli_folder(shared_data, tmp_path / "src", edit={split: lambda header, rows: content})
+    out = run(["bash", "data-prep/snli.sh", "--src-dir", src, "--out", tmp_path / "data"])
+    assert out.returncode != 0 and message in out.stderr, out.stderr
+    assert not (tmp_path / "data").exists() and not (tmp_path / "data.partial").exists()
+
+
+def test_data_prep_names_file_and_line_of_a_byte_that_is_not_utf8(shared_data, tmp_path):
+    """Issue 13.6: a bare UnicodeDecodeError ("position 2209"), no file, no line."""
+    src = sick_copy(shared_data, tmp_path / "src")
+    lines = (src / "SICK_train.txt").read_bytes().split(b"\n")
+    lines[1233] = lines[1233].replace(b"\t", "\tna\xefve ".encode("latin-1"), 1)
+    (src / "SICK_train.txt").write_bytes(b"\n".join(lines))
+    column = len(lines[1233].split(b"\t")[0]) + 4
+    out = run(["bash", "data-prep/sick.sh", "--trial-as-test", "--src-dir", src, "--out", tmp_path / "data"])
+    assert out.returncode != 0
+    assert f"{src}/SICK_train.txt: line 1234, column {column}: byte 0xef is not UTF-8" in out.stderr, out.stderr
+    assert "Traceback" not in out.stderr and not (tmp_path / "data").exists()
 
 
 def build(data, *arguments):
@@ -250,6 +357,56 @@ def test_glove_loading(tmp_path, shared_data):
     (tmp_path / "bad.txt").write_text(lines[0] + "of 0.1 0.2\n")
     with pytest.raises(ValueError, match=r"bad.txt:2: 2 values for 'of', expected 50"):
         glove_embeddings(str(tmp_path / "bad.txt"), dictionary, 50)
+
+
+def test_data_prep_glove_keeps_each_name_and_follows_the_contract(shared_data, tmp_path):
+    """glove.sh: one file per --name in its folder; another name keeps those before (the same
+    file, linked); prep.json lists them; a folder it did not make, an empty file, --dest and
+    --workers are refused."""
+    import gzip
+
+    with gzip.open(shared_data / "glove" / "glove.6B.50d.top20k.txt.gz", "rt", encoding="utf-8") as f:
+        lines = [next(f) for _ in range(300)]
+    (tmp_path / "a").mkdir()
+    with gzip.open(tmp_path / "a" / "glove.6B.50d.txt.gz", "wt", encoding="utf-8") as f:
+        f.writelines(lines)
+    # 100 values a word for the mechanics of a second name: each real 50-d vector twice
+    doubled = "".join(line.split(" ", 1)[0] + (" " + line.rstrip("\n").split(" ", 1)[1]) * 2 + "\n" for line in lines)
+    (tmp_path / "b" / "nested").mkdir(parents=True)
+    with zipfile.ZipFile(tmp_path / "b" / "nested" / "glove.6B.zip", "w") as archive:
+        archive.writestr("glove.6B.100d.txt", doubled)
+    out = tmp_path / "glove"
+
+    def glove(*args):
+        return run(["bash", "data-prep/glove.sh", "--out", out, *args])
+
+    assert glove("--name", "6B.50d", "--src-dir", tmp_path / "a").returncode == 0
+    assert (out / "glove.6B.50d.txt").read_text() == "".join(lines)
+    first = (out / "glove.6B.50d.txt").stat().st_ino
+    result = glove("--name", "6B.50d", "--src-dir", tmp_path / "a")
+    assert result.returncode == 0 and "already prepared" in result.stdout
+    assert glove("--name", "6B.100d", "--src-dir", tmp_path / "b").returncode == 0
+    assert (out / "glove.6B.100d.txt").read_text() == doubled and (out / "glove.6B.50d.txt").stat().st_ino == first
+    prep = json.loads((out / "prep.json").read_text())
+    assert prep["vectors"]["6B.50d"] == {"file": "glove.6B.50d.txt", "words": 300, "dim": 50,
+                                         "source": str(tmp_path / "a" / "glove.6B.50d.txt.gz")}
+    assert prep["vectors"]["6B.100d"]["source"] == f"{tmp_path / 'b' / 'nested' / 'glove.6B.zip'}:glove.6B.100d.txt"
+    assert sorted(prep["files"]) == ["glove.6B.100d.txt", "glove.6B.50d.txt", "prep.json"]
+
+    (tmp_path / "c").mkdir()
+    (tmp_path / "c" / "glove.6B.300d.txt").write_text("")
+    result = glove("--name", "6B.300d", "--src-dir", tmp_path / "c")
+    assert result.returncode != 0 and f"{tmp_path / 'c' / 'glove.6B.300d.txt'} is empty" in result.stderr
+    assert sorted(p.name for p in out.iterdir()) == ["glove.6B.100d.txt", "glove.6B.50d.txt", "prep.json"]
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "vectors.txt").write_text("keep me")
+    result = run(["bash", "data-prep/glove.sh", "--out", tmp_path / "mine", "--name", "6B.50d",
+                  "--src-dir", tmp_path / "a"])
+    assert result.returncode != 0 and "was not made by a data-prep script" in result.stderr
+    assert [p.name for p in (tmp_path / "mine").iterdir()] == ["vectors.txt"]
+    for option in ("--dest", "--workers"):
+        result = glove(option, "1")
+        assert result.returncode == 2 and f"unknown option '{option}'" in result.stderr
 
 
 @pytest.fixture(scope="module")

@@ -2,6 +2,7 @@
 
 import copy
 import itertools
+import warnings
 
 import pytest
 import torch
@@ -11,6 +12,7 @@ from phm_fairseq.modules import (
     LinearSpec,
     PHMLinear,
     QuaternionLinear,
+    count_parameters,
     kronecker_sum,
     multiplication_rule,
     structure_constants,
@@ -302,10 +304,18 @@ def test_bfloat16_autocast_runs_in_bfloat16_with_gradients():
 
 # --- the factored product and the path choice -----------------------------------------------
 
+def quietly(make, *args, **kwargs):
+    """A layer built without the warning that rank 2 saves no weights in these tiny layers."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return make(*args, **kwargs)
+
+
 LAYERS = {
     "phm-learned": lambda d, k, n, **kw: PHMLinear(d, k, n, **kw),
     "phm-algebra-init": lambda d, k, n, **kw: PHMLinear(d, k, n, rule="algebra-init", **kw),
     "phm-algebra-frozen": lambda d, k, n, **kw: PHMLinear(d, k, n, rule="algebra-frozen", **kw),
+    "phm-rank-2": lambda d, k, n, **kw: quietly(PHMLinear, d, k, n, rank=2, **kw),
     "quaternion": lambda d, k, n, **kw: QuaternionLinear(d, k, **kw),
 }
 
@@ -431,8 +441,15 @@ def _vector_to_parameters(layer):
     torch.nn.utils.vector_to_parameters(torch.randn_like(vector), layer.parameters())
 
 
+def _step_through_a_layer_that_shares_the_rule(layer):
+    other = PHMLinear(8, 8, n=2)
+    other.A = layer.A  # as LinearSpec.finish_model ties them
+    other.train()
+    _fused_adam_step(other)
+
+
 @pytest.mark.parametrize("write", [_fused_adam_step, _fairseq_adam_step, _assign_data, _edit_data_in_place,
-                                   _vector_to_parameters])
+                                   _vector_to_parameters, _step_through_a_layer_that_shares_the_rule])
 def test_cache_is_never_stale_whatever_writes_the_parameters(write):
     if write is _fairseq_adam_step:
         pytest.importorskip("fairseq")
@@ -447,3 +464,206 @@ def test_cache_is_never_stale_whatever_writes_the_parameters(write):
         expected = nn.functional.linear(x, layer.build_weight(), layer.bias)
     assert not torch.allclose(expected, before)
     torch.testing.assert_close(after, expected)
+
+
+# --- low-rank S_i (rank R: S_i = S_left_i @ S_right_i) -------------------------------------------
+# (the small layers below save no weights at their rank: the warning that says so is expected)
+LOW_RANK_SAVES_NOTHING = pytest.mark.filterwarnings("ignore:PHM layer .* rank")
+
+
+@LOW_RANK_SAVES_NOTHING
+def test_low_rank_weight_is_the_kronecker_sum_of_the_factor_products():
+    layer = PHMLinear(12, 8, n=4, rank=2)
+    S = [layer.S_left[i] @ layer.S_right[i] for i in range(4)]
+    torch.testing.assert_close(layer.weight, sum(torch.kron(layer.A[i], S[i]) for i in range(4)))
+    A, S_built = layer.kronecker_factors()
+    assert A is layer.A and S_built.shape == (4, 2, 3) and layer.S is None
+    assert set(layer.state_dict()) == {"A", "S_left", "S_right", "bias"}
+
+
+@LOW_RANK_SAVES_NOTHING
+@pytest.mark.parametrize("n,k,d,rank,bias", [(2, 8, 8, 1, True), (4, 64, 32, 3, False), (8, 512, 256, 8, True)])
+def test_low_rank_parameter_count_is_rank_times_k_plus_d_plus_n_cubed(n, k, d, rank, bias):
+    layer = PHMLinear(d, k, n=n, bias=bias, rank=rank)
+    assert sum(p.numel() for p in layer.parameters()) == rank * (k + d) + n**3 + (k if bias else 0)
+    assert f"rank={rank}, " in repr(layer)
+
+
+@LOW_RANK_SAVES_NOTHING
+@pytest.mark.parametrize("n,rule", itertools.product([2, 4, 8, 16], ["learned", "algebra-init"]))
+@pytest.mark.parametrize("rank", [4, 16])
+@pytest.mark.parametrize("d,k,gain", [(512, 2048, 1.0), (256, 256, 2**-0.5)])
+def test_low_rank_variance_of_h_matches_the_dense_xavier_target(n, rule, rank, d, k, gain):
+    ratio = PHMLinear(d, k, n=n, rule=rule, gain=gain, rank=rank).weight.var().item() / xavier_variance(d, k, gain)
+    assert 0.8 < ratio < 1.2, f"Var(H) is {ratio:.2f}x the xavier target"
+
+
+@pytest.mark.parametrize("n", [2, 4, 8, 16])
+def test_rank_one_variance_matches_the_target_on_average(n):
+    # one rank-1 layer's sample variance spreads widely (its entries are products u_p v_q); the
+    # mean over 16 layers is what the initialisation calibrates
+    ratios = [PHMLinear(256, 256, n=n, rank=1).weight.var().item() / xavier_variance(256, 256) for _ in range(16)]
+    assert 0.9 < sum(ratios) / len(ratios) < 1.1, ratios
+
+
+@LOW_RANK_SAVES_NOTHING
+def test_low_rank_gradcheck_float64():
+    layer = PHMLinear(8, 4, n=2, rank=2).double()
+    x = torch.randn(3, 8, dtype=torch.float64, requires_grad=True)
+    inputs = (x, layer.A, layer.S_left, layer.S_right, layer.bias)
+    assert torch.autograd.gradcheck(
+        lambda x, A, L, R, b: nn.functional.linear(x, kronecker_sum(A, L @ R), b), inputs
+    )
+    layer(x).sum().backward()
+    assert all(p.grad is not None and p.grad.abs().sum() > 0 for p in (layer.A, layer.S_left, layer.S_right))
+
+
+@LOW_RANK_SAVES_NOTHING
+def test_low_rank_cache_is_dropped_when_either_factor_changes():
+    layer = PHMLinear(8, 8, n=2, rank=2).eval()
+    first = cached(layer)
+    assert cached(layer) is first
+    with torch.no_grad():
+        layer.S_right.mul_(2)
+    torch.testing.assert_close(cached(layer), 2 * first)
+    with torch.no_grad():
+        layer.S_left.mul_(0.5)
+    torch.testing.assert_close(cached(layer), first)
+    optimizer = torch.optim.SGD(layer.parameters(), lr=0.1)
+    layer(torch.randn(3, 8)).sum().backward()  # eval mode, grad enabled: differentiable
+    optimizer.step()
+    torch.testing.assert_close(cached(layer), layer.build_weight().detach())
+
+
+@LOW_RANK_SAVES_NOTHING
+def test_low_rank_to_dense_and_torchscript_are_equivalent():
+    for layer in (PHMLinear(12, 8, n=4, rank=2), PHMLinear(12, 8, n=4)):
+        x = torch.randn(4, 12)
+        torch.testing.assert_close(layer.to_dense()(x), layer(x))
+        torch.testing.assert_close(torch.jit.script(layer)(x), layer(x))
+
+
+def test_a_rank_that_saves_nothing_is_warned_about():
+    with pytest.warns(UserWarning, match=r"PHM layer 128->128, n=4: rank 32 factors hold 8,192 weights, no fewer "
+                                         r"than the 4,096 of full-rank S_i \(blocks of 32x32\); "
+                                         r"ranks up to 15 save weights"):
+        PHMLinear(128, 128, n=4, rank=32)  # the demo size's attention maps at rank 32: still allowed
+    with pytest.warns(UserWarning, match=r"PHM layer 8->8, n=4: .* no rank saves weights in a layer this small"):
+        PHMLinear(8, 8, n=4, rank=1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        PHMLinear(128, 128, n=4, rank=8)
+
+
+# --- one LinearSpec: validation, and the rule shared by every layer ---------------------------------
+
+@pytest.mark.parametrize("kwargs,message", [
+    (dict(kind="phm", n=4, rank=0), r"PHM rank must be a positive integer \(or None for full-rank S_i\), got rank=0"),
+    (dict(kind="phm", n=4, rank=2.5), r"got rank=2.5"),
+    (dict(kind="phm", n=4, shared_rule="layer"), r"unknown shared_rule 'layer': choose one of model, side"),
+    (dict(kind="phm", n=4, rule="algebra-frozen", shared_rule="model"),
+     r"shared_rule='model' with rule='algebra-frozen': a frozen rule is a constant .* nothing to share"),
+    (dict(kind="quaternion", rank=4), r"rank=4: n, rule, rank and shared_rule are options of PHM layers"),
+    (dict(kind="dense", n=4, shared_rule="side"), r"n=4, shared_rule='side': .* not of dense layers"),
+    (dict(kind="phm", n=True), r"positive integer, got n=True"),
+])
+def test_spec_refuses_what_it_cannot_build(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        LinearSpec(**kwargs)
+
+
+def test_spec_checks_sizes_by_the_names_the_user_gave():
+    spec = LinearSpec("phm", n=3)
+    spec.check_sizes({"--encoder-embed-dim": 96, "--encoder-ffn-embed-dim": 384}, n_as="--phm-n")
+    with pytest.raises(ValueError, match=r"^--phm-n 3 must divide every feature size of the model, but does not "
+                                         r"divide --encoder-embed-dim 100; with these sizes --phm-n can be one of "
+                                         r"\[1, 2, 4\]$"):
+        spec.check_sizes({"--encoder-embed-dim": 100, "--encoder-ffn-embed-dim": 384}, n_as="--phm-n")
+    with pytest.raises(ValueError, match=r"^n=3 must divide every feature size of the model, but does not divide "
+                                         r"hidden 10; with these sizes n can be one of \[1, 2, 5, 10\]$"):
+        spec.check_sizes({"hidden": 10})
+    with pytest.raises(ValueError, match=r"^quaternion \(Hamilton\) layers need feature sizes that are multiples "
+                                         r"of 4, not width 6$"):
+        LinearSpec("quaternion").check_sizes({"width": 6})
+
+
+class TwoSides(nn.Module):
+    """An encoder and a decoder of PHM layers (one fused, one low rank), as the models have them."""
+
+    def __init__(self, spec):
+        super().__init__()
+        self.encoder = nn.Sequential(spec.build(8, 24), spec.build(8, 8))
+        self.decoder = nn.Sequential(spec.build(8, 8), spec.build(8, 16, bias=False))
+        spec.finish_model(self, sides=(self.encoder, self.decoder))
+
+    def layers(self):
+        return [*self.encoder, *self.decoder]
+
+
+@LOW_RANK_SAVES_NOTHING
+@pytest.mark.parametrize("rank", [None, 2])
+def test_shared_rule_model_ties_one_a_to_every_layer(rank):
+    spec = LinearSpec("phm", n=4, rank=rank, shared_rule="model")
+    model = TwoSides(spec)
+    A = model.encoder[0].A
+    assert all(layer.A is A for layer in model.layers())
+    per_layer = sum(p.numel() for layer in model.layers() for p in layer.parameters() if p is not A)
+    assert sum(p.numel() for p in model.parameters()) == per_layer + 4**3  # A counted once
+    assert count_parameters(model).total == per_layer + 4**3
+    assert len(list(model.state_dict())) == len(list(TwoSides(LinearSpec("phm", n=4, rank=rank)).state_dict()))
+
+
+def test_shared_rule_side_ties_one_a_per_side():
+    model = TwoSides(LinearSpec("phm", n=4, shared_rule="side"))
+    encoder_A, decoder_A = model.encoder[0].A, model.decoder[0].A
+    assert encoder_A is not decoder_A
+    assert model.encoder[1].A is encoder_A and model.decoder[1].A is decoder_A
+    # a model with one side (a classifier): side and model are the same
+    single = nn.Sequential(LinearSpec("phm", n=2).build(4, 4), LinearSpec("phm", n=2).build(4, 8))
+    LinearSpec("phm", n=2, shared_rule="side").finish_model(single)
+    assert single[0].A is single[1].A
+
+
+def test_shared_rule_keeps_the_variance_of_every_layer():
+    spec = LinearSpec("phm", n=4, shared_rule="model")
+    layers = nn.ModuleList(spec.build(256, 256) for _ in range(4))
+    spec.finish_model(layers)
+    for layer in layers:
+        assert 0.8 < layer.weight.var().item() / xavier_variance(256, 256) < 1.2
+
+
+@LOW_RANK_SAVES_NOTHING
+def test_a_step_through_one_layer_changes_every_layer_that_shares_its_rule():
+    model = TwoSides(LinearSpec("phm", n=4, rank=2, shared_rule="model")).eval()
+    before = [cached(layer) for layer in model.layers()]
+    assert all(cached(layer) is h for layer, h in zip(model.layers(), before))  # cached
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.5)
+    model.decoder[1](torch.randn(5, 8)).pow(2).sum().backward()  # only the last layer's output
+    assert model.encoder[0].S_left.grad is None and model.encoder[0].A.grad is not None
+    optimizer.step()
+    for layer, h in zip(model.layers(), before):
+        after = cached(layer)
+        assert not torch.equal(after, h), "every eval cache sees the new A"
+        torch.testing.assert_close(after, layer.build_weight().detach())
+
+
+def test_shared_rule_survives_load_state_dict_copies_and_moves():
+    spec = LinearSpec("phm", n=4, shared_rule="model")
+    trained, fresh = TwoSides(spec), TwoSides(spec)
+    with torch.no_grad():
+        trained.encoder[0].A.add_(1.0)
+    fresh.load_state_dict(trained.state_dict())
+    assert all(layer.A is fresh.encoder[0].A for layer in fresh.layers())
+    x = torch.randn(3, 8)
+    torch.testing.assert_close(fresh.decoder[0](x), trained.decoder[0](x))
+    for model in (copy.deepcopy(fresh), fresh.double(), fresh.half(), fresh.to(torch.float32)):
+        assert all(layer.A is model.encoder[0].A for layer in model.layers())
+
+
+def test_a_saved_shared_rule_is_one_storage(tmp_path):
+    model = TwoSides(LinearSpec("phm", n=8, shared_rule="model"))
+    untied = TwoSides(LinearSpec("phm", n=8))
+    torch.save(model.state_dict(), tmp_path / "tied.pt")
+    torch.save(untied.state_dict(), tmp_path / "untied.pt")
+    saved = (tmp_path / "untied.pt").stat().st_size - (tmp_path / "tied.pt").stat().st_size
+    assert saved >= 3 * 8**3 * 4  # three of the four A's (4 bytes each) are not stored again

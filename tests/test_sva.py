@@ -14,7 +14,8 @@ import torch
 
 import phm_fairseq  # noqa: F401  (registers the task, models, criterion)
 from phm_fairseq.cli import params as phm_params
-from phm_fairseq.cli.run import load_config, options
+from phm_fairseq.experiments.commands import options
+from phm_fairseq.experiments.config import load_config
 
 REPO = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent  # fairseq-train, phm-evaluate of this environment
@@ -32,9 +33,10 @@ def run(cmd, **env):
     return subprocess.run([str(c) for c in cmd], capture_output=True, text=True, env=env, cwd=REPO)
 
 
-def prepare(dest: Path, *options):
-    return run(["bash", "data-prep/sva.sh", "--dest", dest, "--work", dest.parent / f"{dest.name}-work",
-                "--workers", "1", *options])
+def prepare(dest: Path, *options, keep_tmp=True):
+    """data-prep/sva.sh into ``dest``, keeping its intermediate files (dest/tmp/splits/)."""
+    return run(["bash", "data-prep/sva.sh", "--out", dest, *(["--keep-tmp"] if keep_tmp else []), "--workers", "1",
+                *options])
 
 
 def sample_rows(shared_data):
@@ -57,9 +59,9 @@ def documented_split(items, train=70, valid=10, seed=1):
     return {"train": order[:n_train], "valid": order[n_train : n_train + n_valid], "test": order[n_train + n_valid :]}
 
 
-def written_examples(work: Path, split: str):
-    prefixes = (work / "splits" / f"{split}.input").read_text(encoding="utf-8").splitlines()
-    labels = (work / "splits" / f"{split}.label").read_text(encoding="utf-8").splitlines()
+def written_examples(data: Path, split: str):
+    prefixes = (data / "tmp" / "splits" / f"{split}.input").read_text(encoding="utf-8").split("\n")[:-1]
+    labels = (data / "tmp" / "splits" / f"{split}.label").read_text(encoding="utf-8").split("\n")[:-1]
     return list(zip(prefixes, labels))
 
 
@@ -74,10 +76,9 @@ def sva_data(shared_data, tmp_path_factory):
 
 def test_data_prep_on_the_sample_keeps_every_row_as_prefix_and_number(shared_data, sva_data):
     data, log = sva_data
-    work = data.parent / "data-work"
     assert (data / "labels.txt").read_text().split() == ["singular", "plural"]
     for split, rows in documented_split(sample_rows(shared_data)).items():
-        examples = written_examples(work, split)
+        examples = written_examples(data, split)
         assert examples == [example(row) for row in rows], split
         assert (data / f"{split}.label").read_text().splitlines() == [label for _, label in examples]
     manifest = json.loads((data / "prep.json").read_text())
@@ -104,7 +105,7 @@ def test_data_prep_reads_linzen_et_als_layout(shared_data, sva_data, tmp_path):
         f.write("\n".join(lines) + "\n")
     out = prepare(tmp_path / "data", "--src-dir", src, *SAMPLE_SPLIT, "--t2t-test")
     assert out.returncode == 0, out.stderr
-    work, sample_work = tmp_path / "data-work", sva_data[0].parent / "data-work"
+    work, sample_work = tmp_path / "data", sva_data[0]
     assert written_examples(work, "train") == written_examples(sample_work, "train")
     assert written_examples(work, "valid") == written_examples(sample_work, "valid")
     # tensor2tensor's test set: the rows whose intervening nouns all differ in number from the subject
@@ -124,10 +125,10 @@ def test_data_prep_rejects_bad_lines_with_their_number(shared_data, tmp_path, li
     lines = (shared_data / "sva" / "wiki-dev.txt").read_text(encoding="utf-8").split("\n")
     lines[line - 1] = "\t".join(edit(lines[line - 1].split("\t")))
     (tmp_path / "edited.txt").write_text("\n".join(lines), encoding="utf-8")
-    out = prepare(tmp_path / "data", "--input", tmp_path / "edited.txt", *SAMPLE_SPLIT)
+    out = prepare(tmp_path / "data", "--input", tmp_path / "edited.txt", *SAMPLE_SPLIT, keep_tmp=False)
     assert out.returncode != 0
     assert message in out.stderr and "edited.txt" in out.stderr, out.stderr
-    assert not (tmp_path / "data").exists() and not (tmp_path / "data.tmp").exists()  # nothing half-made
+    assert not (tmp_path / "data").exists() and not (tmp_path / "data.partial").exists()  # nothing half-made
 
 
 def test_data_prep_says_what_is_missing(tmp_path):
@@ -137,9 +138,86 @@ def test_data_prep_says_what_is_missing(tmp_path):
     out = prepare(tmp_path / "data", "--src-dir", tmp_path / "empty")
     assert out.returncode != 0 and "holds neither agr_50_mostcommon_10K.tsv.gz nor agr_50_mostcommon_10K.tsv" in out.stderr
     refused = "http://127.0.0.1:9"  # a proxy that refuses at once: no download is attempted for real
-    out = run(["bash", "data-prep/sva.sh", "--dest", tmp_path / "data", "--work", tmp_path / "w"],
+    out = run(["bash", "data-prep/sva.sh", "--out", tmp_path / "data", "--download-dir", tmp_path / "dl"],
               http_proxy=refused, https_proxy=refused, HTTP_PROXY=refused, HTTPS_PROXY=refused)
     assert out.returncode != 0 and "could not download" in out.stderr and "--src-dir DIR" in out.stderr
+
+
+# --- data-prep under hostile input (issue 13): true line numbers, quotes, newlines, empty files ---
+
+def sample_lines(shared_data):
+    """The sample's physical lines (header first), without their "\n"."""
+    return (shared_data / "sva" / "wiki-dev.txt").read_text(encoding="utf-8").split("\n")[:-1]
+
+
+def quoted(row, csv_quoting):
+    """``row`` (sample layout) with a '"' token put before its sentence and the indices shifted:
+    (the row as the file holds it, the row as it must be read). With ``csv_quoting`` the file holds
+    the sentence as csv.writer writes it: in quotes, its own quote doubled."""
+    sentence, subj_idx, verb_idx, *rest = row
+    sentence = '" ' + sentence
+    field = '"' + sentence.replace('"', '""') + '"' if csv_quoting else sentence
+    written = [field, str(int(subj_idx) + 1), str(int(verb_idx) + 1), *rest]
+    return written, [sentence, subj_idx, str(int(verb_idx) + 1), *rest]
+
+
+def test_data_prep_reads_quotes_as_text_and_counts_lines_truly(shared_data, tmp_path):
+    """Issue 13.6: a field starting with '"' made csv.reader run on over the next lines: rows were
+    merged and a bad row on line 600 was reported far away. Now a row is a line: a field that
+    merely starts with '"' is text, one that csv.writer quoted is unquoted, and line 600 is line 600."""
+    lines = sample_lines(shared_data)
+    expected = [line.split("\t") for line in lines[1:]]
+    for number, csv_quoting in ((300, True), (500, False)):
+        written, expected[number - 2] = quoted(lines[number - 1].split("\t"), csv_quoting)
+        lines[number - 1] = "\t".join(written)
+    (tmp_path / "quotes.txt").write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+    out = prepare(tmp_path / "data", "--input", tmp_path / "quotes.txt", *SAMPLE_SPLIT)
+    assert out.returncode == 0, out.stderr
+    for split, rows in documented_split(expected).items():
+        assert written_examples(tmp_path / "data", split) == [example(row) for row in rows], split
+    assert sum(prefix.startswith('" ') for split in ("train", "valid", "test")
+               for prefix, _ in written_examples(tmp_path / "data", split)) == 2
+
+    fields = lines[599].split("\t")
+    lines[599] = "\t".join(fields[:3] + ["VBD"] + fields[4:])
+    (tmp_path / "bad.txt").write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+    out = prepare(tmp_path / "bad", "--input", tmp_path / "bad.txt", *SAMPLE_SPLIT, keep_tmp=False)
+    assert out.returncode != 0
+    assert f"{tmp_path / 'bad.txt'}: line 600: verb_pos 'VBD' is neither VBZ" in out.stderr, out.stderr
+
+
+def test_data_prep_names_the_true_line_of_a_byte_that_is_not_utf8(shared_data, tmp_path):
+    """Issue 13.6: a Latin-1 byte on line 801 was reported as on line 762."""
+    lines = [line.encode() for line in sample_lines(shared_data)]
+    lines[800] = lines[800].replace(b" ", " na\xefve ".encode("latin-1"), 1)
+    (tmp_path / "latin1.txt").write_bytes(b"".join(line + b"\n" for line in lines))
+    column = len(lines[800].split(b" ")[0]) + 4
+    out = prepare(tmp_path / "data", "--input", tmp_path / "latin1.txt", *SAMPLE_SPLIT, keep_tmp=False)
+    assert out.returncode != 0
+    assert f"latin1.txt: line 801, column {column}: byte 0xef is not UTF-8" in out.stderr, out.stderr
+    assert not (tmp_path / "data").exists() and not (tmp_path / "data.partial").exists()
+
+
+def test_data_prep_reads_a_file_without_final_newline_or_with_crlf_like_the_sample(shared_data, sva_data, tmp_path):
+    lines = sample_lines(shared_data)
+    (tmp_path / "crlf.txt").write_bytes("\r\n".join(lines).encode())  # and no line end after the last row
+    out = prepare(tmp_path / "data", "--input", tmp_path / "crlf.txt", *SAMPLE_SPLIT)
+    assert out.returncode == 0, out.stderr
+    for split in ("train", "valid", "test"):
+        assert written_examples(tmp_path / "data", split) == written_examples(sva_data[0], split)
+    assert json.loads((tmp_path / "data" / "prep.json").read_text())["splits"] == {"train": 700, "valid": 100,
+                                                                                  "test": 200}
+
+
+@pytest.mark.parametrize("content,message", [
+    ("", "empty.txt: the file is empty"),
+    ("sentence\tsubj_idx\tverb_idx\tverb_pos\tverb\tinflected_verb\n", "empty.txt: the file has its header line only"),
+], ids=["empty", "header-only"])
+def test_data_prep_refuses_an_input_without_rows(tmp_path, content, message):
+    (tmp_path / "empty.txt").write_text(content)
+    out = prepare(tmp_path / "data", "--input", tmp_path / "empty.txt", keep_tmp=False)
+    assert out.returncode != 0 and message in out.stderr, out.stderr
+    assert not (tmp_path / "data").exists() and not (tmp_path / "data.partial").exists()
 
 
 # --- the models ---------------------------------------------------------------------------------
@@ -164,10 +242,10 @@ def parameters(capsys, data, *flags, module="encoder.layers"):
 @pytest.mark.parametrize("config", sorted((REPO / "configs" / "table5").glob("[!_]*.yaml")), ids=lambda p: p.stem)
 def test_table5_configs_have_the_papers_encoder_size(sva_data, config, capsys):
     spec = load_config(config)
-    assert spec["count_module"] == "encoder.layers"  # what phm-run counts beside the whole model
-    counts = parameters(capsys, sva_data[0], *model_flags(spec["train"]), module=spec["count_module"])
+    assert spec.count_module == "encoder.layers"  # what phm-run counts beside the whole model
+    counts = parameters(capsys, sva_data[0], *model_flags(spec.train), module=spec.count_module)
     assert counts["total"] == TABLE5_ENCODER_LAYERS[config.stem]
-    paper = spec["paper"]["parameters"]
+    paper = spec.paper["parameters"]
     assert abs(counts["total"] - paper) / paper < 0.02, (config.stem, counts["total"], paper)
     assert counts["dense_total"] == TABLE5_ENCODER_LAYERS["transformer"]
 
@@ -187,7 +265,8 @@ def test_wrong_phm_n_names_the_encoder_flags(sva_data, capsys):
     with pytest.raises(SystemExit):
         parameters(capsys, sva_data[0], "--arch", "phm_transformer_classifier", "--phm-n", "3")
     err = capsys.readouterr().err
-    assert "--phm-n 3 must divide every feature size of the model, but does not divide --encoder-embed-dim 128;" in err
+    assert ("--phm-n 3 must divide every feature size of the model, but does not divide --encoder-embed-dim 128, "
+            "--encoder-ffn-embed-dim 512;") in err
     assert "decoder" not in err and "[1, 2, 4, 8, 16, 32, 64, 128]" in err
 
 
@@ -221,7 +300,7 @@ def trained(sva_data, tmp_path_factory):
     config = load_config(REPO / "configs" / "small" / "sva" / "phm_n4.yaml")
     save_dir = tmp_path_factory.mktemp("checkpoints")
     out = run(["fairseq-train", sva_data[0], "--user-dir", "phm_fairseq", "--save-dir", save_dir,
-               "--seed", config["seed"], "--log-format", "simple", *options(config["train"])])
+               "--seed", config.seed, "--log-format", "simple", *options(config.train)])
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     return save_dir / "checkpoint_best.pt", out.stdout + out.stderr
 

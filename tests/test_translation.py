@@ -29,6 +29,10 @@ ARCHS = {
     "quaternion-attention": ["--arch", "quaternion_transformer_demo", "--quaternion-attention", "--max-update", "600"],
     "quaternion-partial": ["--arch", "quaternion_transformer_partial_demo"],
     "dense-twin": ["--arch", "transformer_twin_demo"],
+    # Compacter's options: one A for the whole model, rank-4 S_i (no fewer weights than full S_i in
+    # the 32->32 maps at n=4: a warning says so); it learns to copy more slowly: 600 updates
+    "phm-shared-rule-rank4": ["--arch", "phm_transformer_demo", "--phm-n", "4", "--phm-shared-rule", "model",
+                              "--phm-rank", "4", "--max-update", "600"],
 }
 
 
@@ -47,7 +51,8 @@ def hypotheses(log: str) -> dict:
 @pytest.fixture(scope="module", params=list(ARCHS))
 def trained(request, copy_task, tmp_path_factory):
     save_dir = tmp_path_factory.mktemp(request.param)
-    result = train(copy_task, save_dir, "--max-update", "300", *ARCHS[request.param])
+    result = train(copy_task, save_dir, "--max-update", "300", *ARCHS[request.param],
+                   "--tensorboard-logdir", save_dir / "tensorboard")
     return request.param, save_dir / "checkpoint_best.pt", result.stdout + result.stderr
 
 
@@ -76,6 +81,30 @@ def load(checkpoint):
 def batch_of(task, size):
     dataset = task.dataset("test")
     return dataset.collater([dataset[i] for i in range(size)])["net_input"]
+
+
+def test_tensorboard_logdir_gets_the_training_curves(trained):
+    _name, checkpoint, log = trained
+    assert "Please install tensorboardX" not in log
+    events = {path.parent.name: path for path in (checkpoint.parent / "tensorboard").glob("*/events.out.tfevents.*")}
+    assert set(events) >= {"train", "train_inner", "valid"} and all(p.stat().st_size > 0 for p in events.values())
+
+
+@pytest.mark.parametrize("trained", ["phm-shared-rule-rank4"], indirect=True)
+def test_shared_rule_and_rank_run_as_asked_and_stay_tied_after_loading_and_resuming(trained, copy_task, tmp_path):
+    from phm_fairseq.modules import PHMLinear
+
+    name, checkpoint, log = trained
+    assert "PHM layer 32->32, n=4: rank 4 factors hold 256 weights, no fewer than the 256 of full-rank S_i" in log
+    resumed = train(copy_task, tmp_path, *ARCHS[name], "--max-update", "610",
+                    "--restore-file", checkpoint.parent / "checkpoint_last.pt")
+    assert re.search(r"num_updates[= ]610\b", resumed.stdout + resumed.stderr), "resumed at 600, trained on to 610"
+    for path in (checkpoint, tmp_path / "checkpoint_last.pt"):
+        model, _task = load(path)
+        layers = [m for m in model.modules() if isinstance(m, PHMLinear)]
+        assert len(layers) == 12 and all(layer.A is layers[0].A and layer.rank == 4 for layer in layers)
+        state = torch.load(path, weights_only=True)["model"]
+        assert all(torch.equal(state[key], layers[0].A) for key in state if key.endswith(".A"))
 
 
 @pytest.mark.parametrize("product", ["factored", "cached H"])
@@ -219,14 +248,36 @@ def test_checkpoint_of_another_model_is_refused(multi30k_run, multi30k_slice, tm
 
 @pytest.mark.parametrize("flags,message", [
     (["--phm-n", "3"], r"--phm-n 3 must divide every feature size of the model, but does not divide "
-                       r"--encoder-embed-dim 32, --decoder-embed-dim 32; with these sizes --phm-n can be one of \[1, 2, 4, 8, 16, 32\]"),
+                       r"--encoder-embed-dim 32, --decoder-embed-dim 32, --encoder-ffn-embed-dim 64, "
+                       r"--decoder-ffn-embed-dim 64; with these sizes --phm-n can be one of \[1, 2, 4, 8, 16, 32\]"),
     (["--phm-n", "4", "--phm-rule", "algebra-frozen", "--phm-n", "6"], r"no Cayley-Dickson algebra of dimension n=6"),
     (["--phm-n", "4", "--quant-noise-pq", "0.1"], r"--quant-noise-pq 0.1: quantization noise .* cannot be honoured"),
+    (["--phm-rule", "algebra-frozen", "--phm-shared-rule", "side"],
+     r"--phm-n 4 --phm-rule algebra-frozen --phm-shared-rule side: .* a frozen rule is a constant"),
+    (["--phm-rank", "0"], r"--phm-rank 0: PHM rank must be a positive integer"),
+    (["--quaternion-attention"], r"--quaternion-attention is an option of quaternion models, and this model is phm"),
+    (["--linear-kind", "dense", "--phm-rank", "8"],
+     r"--phm-rank 8: --phm-rank is an option of PHM models, and this model is dense \(--linear-kind dense\): "
+     r"leave it out, or pass --linear-kind phm"),
 ])
 def test_bad_flags_are_refused_with_a_clear_message(copy_task, tmp_path, flags, message):
     out = train(copy_task, tmp_path, "--arch", "phm_transformer_demo", *flags, "--max-update", "1", check=False)
     assert out.returncode != 0 and re.search(message, out.stderr), out.stderr[-2000:]
     assert not list(tmp_path.glob("*.pt")), "nothing was saved"
+
+
+@pytest.mark.parametrize("arch,flags,message", [
+    ("quaternion_transformer_demo", ["--phm-n", "4", "--phm-shared-rule", "model"],
+     r"--phm-n 4 --phm-shared-rule model: --phm-n, --phm-shared-rule are options of PHM models, and this model is "
+     r"quaternion"),
+    ("transformer_twin_demo", ["--phm-n", "4"], r"--phm-n is an option of PHM models, and this model is dense"),
+    ("quaternion_transformer_demo", ["--quaternion-attention", "--qkv-projection", "fused"],
+     r"--quaternion-attention with --qkv-projection fused: .* misaligned components\. "
+     r"Pass --qkv-projection separate"),
+])
+def test_flags_that_do_not_apply_to_the_kind_are_refused(copy_task, arch, flags, message):
+    out = run_command(console("phm-params"), copy_task, "--task", "translation", "--arch", arch, *flags, check=False)
+    assert out.returncode != 0 and re.search(message, out.stderr), out.stderr[-2000:]
 
 
 def test_quaternion_attention_needs_heads_that_split_components(copy_task, tmp_path):
@@ -237,18 +288,20 @@ def test_quaternion_attention_needs_heads_that_split_components(copy_task, tmp_p
 
 # --- parameter counts against the formula ------------------------------------------------------
 
-def transformer_body(d, f, layers, n=1, fused=True, phm_ffn=True, quaternion=False):
-    """Parameters of encoder + decoder layers (no embeddings): weights k*d/n + n^3 per PHM layer."""
+def transformer_body(d, f, layers, n=1, fused=True, phm_ffn=True, quaternion=False, rank=None, shared_rules=None):
+    """Parameters of encoder + decoder layers (no embeddings): weights k*d/n (rank R: R*(k+d)) + n^3
+    per PHM layer, or n^3 once per shared rule (``shared_rules`` of them) instead."""
     def linear(i, o):
         if quaternion:
             return i * o // 4 + o
-        return i * o // n + (n**3 if n > 1 else 0) + o
+        weights = i * o // n if rank is None else rank * (i + o)
+        return weights + (n**3 if n > 1 and shared_rules is None else 0) + o
     ffn = (linear(d, f) + linear(f, d)) if phm_ffn else (d * f + f + f * d + d)
     self_attention = (linear(d, 3 * d) if fused else 3 * linear(d, d)) + linear(d, d)
     cross_attention = 4 * linear(d, d)
     encoder = self_attention + ffn + 2 * 2 * d
     decoder = self_attention + cross_attention + ffn + 3 * 2 * d
-    return layers * (encoder + decoder)
+    return layers * (encoder + decoder) + (shared_rules or 0) * n**3
 
 
 @pytest.mark.parametrize("arch,flags,expected", [
@@ -259,6 +312,14 @@ def transformer_body(d, f, layers, n=1, fused=True, phm_ffn=True, quaternion=Fal
     ("quaternion_transformer_iwslt", [], transformer_body(256, 1024, 2, quaternion=True, fused=False)),
     ("quaternion_transformer_partial_iwslt", [], transformer_body(256, 1024, 2, quaternion=True, fused=False, phm_ffn=False)),
     ("phm_transformer_base", ["--phm-n", "16"], transformer_body(512, 2048, 4, n=16)),
+    ("phm_transformer_iwslt", ["--phm-n", "8", "--phm-shared-rule", "model"],
+     transformer_body(256, 1024, 2, n=8, shared_rules=1)),
+    ("phm_transformer_iwslt", ["--phm-n", "8", "--phm-shared-rule", "side"],
+     transformer_body(256, 1024, 2, n=8, shared_rules=2)),
+    ("phm_transformer_iwslt", ["--phm-n", "4", "--phm-rank", "8"], transformer_body(256, 1024, 2, n=4, rank=8)),
+    ("phm_transformer_base", ["--phm-n", "16", "--phm-rank", "8", "--phm-shared-rule", "side",
+                              "--qkv-projection", "separate"],
+     transformer_body(512, 2048, 4, n=16, rank=8, shared_rules=2, fused=False)),
 ])
 def test_parameter_counts_match_the_formula(copy_task, arch, flags, expected):
     out = run_command(console("phm-params"), "--json", copy_task, "--task", "translation", "--arch", arch,

@@ -1,7 +1,7 @@
 """phm-params: a fairseq model's parameters, with and without embeddings, against dense layers.
 
     phm-params checkpoints/checkpoint_best.pt
-    phm-params data-bin/multi30k.en-de --task translation --arch phm_transformer_multi30k --phm-n 4
+    phm-params data-bin/multi30k.en-de --task translation --arch phm_transformer_demo --phm-n 4
     phm-params --module encoder.lstm data-bin/snli --task nli --arch phm_lstm_nli --phm-n 5
 
 The first form loads a trained model; the second builds one from fairseq-train arguments
@@ -19,12 +19,31 @@ import phm_fairseq  # noqa: F401  (registers the plugin's models and tasks)
 from phm_fairseq.modules import count_parameters
 
 
-def build_model(fairseq_args):
-    from fairseq import checkpoint_utils, options, tasks
+def load_checkpoint(path: str):
+    """(model, arch) of a checkpoint file; a clear ValueError for a missing, empty or unreadable one."""
+    from fairseq import checkpoint_utils
 
-    if len(fairseq_args) == 1 and os.path.isfile(fairseq_args[0]):
-        models, cfg, _ = checkpoint_utils.load_model_ensemble_and_task(fairseq_args)
-        return models[0], cfg.model._name
+    if not os.path.isfile(path):
+        folder = os.path.dirname(path) or "."
+        found = sorted(name for name in os.listdir(folder) if name.endswith(".pt")) if os.path.isdir(folder) else None
+        hint = (f"; the .pt files in {folder}: {', '.join(found)}" if found else f"; {folder} has no .pt files"
+                if found is not None else f"; there is no folder {folder}")
+        raise ValueError(f"no checkpoint file {path}{hint}")
+    if os.path.getsize(path) == 0:
+        raise ValueError(f"{path} is empty (0 bytes): not a checkpoint; was it still being written?")
+    try:
+        models, cfg, _ = checkpoint_utils.load_model_ensemble_and_task([path])
+    except (EOFError, RuntimeError, OSError, ValueError) as error:
+        raise ValueError(f"{path} cannot be read as a fairseq checkpoint (truncated, or not a checkpoint): "
+                         f"{type(error).__name__}: {error}") from None
+    return models[0], cfg.model._name
+
+
+def build_model(fairseq_args):
+    from fairseq import options, tasks
+
+    if len(fairseq_args) == 1 and (fairseq_args[0].endswith(".pt") or os.path.isfile(fairseq_args[0])):
+        return load_checkpoint(fairseq_args[0])
     parser = options.get_training_parser()
     args = options.parse_args_and_arch(parser, input_args=fairseq_args)
     return tasks.setup_task(args).build_model(args), args.arch

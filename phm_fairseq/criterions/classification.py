@@ -23,7 +23,8 @@ class ClassificationCriterion(FairseqCriterion):
         size = target.numel()
         logging_output = {
             "loss": loss.data,
-            "ncorrect": (logits.argmax(dim=-1) == target).sum().item(),
+            # a tensor, summed by reduce_metrics: no .item() here, which would wait for the GPU every step
+            "ncorrect": (logits.argmax(dim=-1) == target).sum(),
             "ntokens": sample["ntokens"],
             "nsentences": size,
             "sample_size": size,

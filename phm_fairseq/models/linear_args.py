@@ -1,12 +1,21 @@
-"""Command-line flags shared by every model of the plugin, and the LinearSpec they mean."""
+"""The command-line flags of every model's linear maps, and the one function that maps them to a LinearSpec."""
 
-import math
+from ..modules import KINDS, RULES, SHARED_RULE_SCOPES, LinearSpec
 
-from ..modules import RULES, LinearSpec
+PHM_FLAGS = {
+    "phm_n": "--phm-n", "phm_rule": "--phm-rule", "phm_rank": "--phm-rank", "phm_shared_rule": "--phm-shared-rule",
+}
+"""The flags of PHM models only, by the attribute that argparse gives them."""
 
 
 def add_linear_args(parser) -> None:
     group = parser.add_argument_group("hypercomplex layers (phm-fairseq)")
+    group.add_argument(
+        "--linear-kind", choices=KINDS,
+        help="how the linear maps of the model's layers are built: dense (nn.Linear), phm or quaternion "
+             "(Hamilton products); the architecture sets it (phm_* archs: phm, quaternion_*: quaternion, "
+             "the others: dense)",
+    )
     group.add_argument(
         "--phm-n", type=int, metavar="N",
         help="PHM models: number of Kronecker products; every PHM layer has 1/N of the weights "
@@ -18,35 +27,43 @@ def add_linear_args(parser) -> None:
              "(learned from the rule of the N-dim Cayley-Dickson algebra) or algebra-frozen "
              "(fixed to that rule); the algebra rules need N in 1, 2, 4, 8, 16",
     )
+    group.add_argument(
+        "--phm-shared-rule", choices=SHARED_RULE_SCOPES,
+        help="PHM models: one A (the N^3 rule) for every PHM layer of the model, or one per side "
+             "(encoder, decoder), as Compacter's shared_phm_rule; the rule is a parameter counted once. "
+             "Default: every layer learns its own A",
+    )
+    group.add_argument(
+        "--phm-rank", type=int, metavar="R",
+        help="PHM models: each S_i is the product of (out/N x R) and (R x in/N) factors, as Compacter's "
+             "factorized weights: R*(out+in) weights per layer instead of out*in/N. Default: full S_i",
+    )
 
 
-def linear_spec_from_args(args, kind: str) -> LinearSpec:
-    """The LinearSpec of a model of ``kind`` ("dense", "phm" or "quaternion")."""
+def linear_spec_from_args(args, feature_sizes: dict) -> LinearSpec:
+    """The LinearSpec that the flags ask for (``args.linear_kind``, set by the architecture, and
+    the PHM flags), once its sizes are checked: ``feature_sizes`` maps each flag that sets a
+    feature size of the model to its value. Every error names the flags to change."""
+    kind = args.linear_kind
+    given = {flag: getattr(args, name) for name, flag in PHM_FLAGS.items() if getattr(args, name, None) is not None}
     if kind != "phm":
-        return LinearSpec(kind)
-    n = getattr(args, "phm_n", None)
-    if n is None:
-        raise ValueError("PHM models need --phm-n N (the paper uses 2, 4, 8 and 16)")
-    try:
-        return LinearSpec("phm", n=n, rule=getattr(args, "phm_rule", None) or "learned")
-    except ValueError as error:
-        raise ValueError(f"--phm-n {n} --phm-rule {args.phm_rule}: {error}") from None
-
-
-def check_feature_sizes(spec: LinearSpec, sizes: dict) -> None:
-    """Every feature size (by the flag that sets it) must be a multiple of the spec's divisor.
-
-    Raised when the model is built, so the error names flags rather than a layer deep inside.
-    """
-    divisor = spec.divisor
-    bad = ", ".join(f"{flag} {size}" for flag, size in sizes.items() if size % divisor)
-    if not bad:
-        return
-    if spec.kind == "phm":
-        common = math.gcd(*sizes.values())
-        options = [m for m in range(1, common + 1) if common % m == 0]
-        raise ValueError(
-            f"--phm-n {divisor} must divide every feature size of the model, but does not divide "
-            f"{bad}; with these sizes --phm-n can be one of {options}"
-        )
-    raise ValueError(f"{spec} layers need feature sizes that are multiples of {divisor}, not {bad}")
+        if given:
+            raise ValueError(
+                f"{' '.join(f'{flag} {value}' for flag, value in given.items())}: "
+                f"{', '.join(given)} {'is an option' if len(given) == 1 else 'are options'} of PHM models, and this "
+                f"model is {kind} (--linear-kind {kind}): leave {'it' if len(given) == 1 else 'them'} out, or "
+                f"pass --linear-kind phm"
+            )
+        spec = LinearSpec(kind)
+    else:
+        if "--phm-n" not in given:
+            raise ValueError("PHM models need --phm-n N (the paper uses 2, 4, 8 and 16)")
+        try:
+            spec = LinearSpec(
+                "phm", n=args.phm_n, rule=given.get("--phm-rule", "learned"), rank=given.get("--phm-rank"),
+                shared_rule=given.get("--phm-shared-rule"),
+            )
+        except ValueError as error:
+            raise ValueError(f"{' '.join(f'{flag} {value}' for flag, value in given.items())}: {error}") from None
+    spec.check_sizes(feature_sizes, n_as="--phm-n")
+    return spec

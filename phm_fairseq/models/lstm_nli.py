@@ -2,7 +2,9 @@
 
 premise, hypothesis -> one shared encoder (no cross-sentence attention): word vectors, LSTM,
 [max ; mean] pooling over real tokens -> u, v -> MLP on [u; v; |u - v|; u * v] -> logits.
-The three models differ only in the LinearSpec of the LSTM's gate maps.
+One registered model (``hypercomplex_lstm_nli``): the LSTM, quaternion LSTM and PHM-LSTM differ
+only in the LinearSpec of the LSTM's gate maps (``--linear-kind``, set by each architecture name
+of the table ARCHITECTURES).
 """
 
 import logging
@@ -15,7 +17,7 @@ from torch import nn
 
 from ..checkpoints import mark_plugin_checkpoint
 from ..modules import GATE_LAYOUTS, HypercomplexLSTM, LinearSpec, max_mean_pool
-from .linear_args import add_linear_args, check_feature_sizes, linear_spec_from_args
+from .linear_args import add_linear_args, linear_spec_from_args
 from .word_vectors import glove_embeddings
 
 logger = logging.getLogger(__name__)
@@ -63,11 +65,11 @@ class PairClassifier(nn.Module):
         return self.output(self.hidden(torch.cat(pair, dim=-1)))
 
 
-@register_model("lstm_nli")
+@register_model("hypercomplex_lstm_nli")
 class LSTMNLIModel(BaseFairseqModel):
-    """NLI classifier with a dense LSTM encoder (Table 1's LSTM row)."""
-
-    linear_kind = "dense"
+    """NLI classifier with an LSTM encoder whose gate maps are built as ``--linear-kind`` says:
+    dense (Table 1's LSTM row), quaternion (Hamilton products; Parcollet et al., 2019) or phm
+    (PHM-LSTM, Zhang et al., 2021, sec. 4.1; needs --phm-n)."""
 
     def __init__(self, encoder: SentenceEncoder, classifier: PairClassifier):
         super().__init__()
@@ -92,13 +94,13 @@ class LSTMNLIModel(BaseFairseqModel):
                             help="GloVe-format word vectors (text or .gz, any size); without it, learned embeddings")
         parser.add_argument("--glove-trainable", action="store_true",
                             help="fine-tune the GloVe vectors (they are fixed by default, as in the paper)")
+        add_linear_args(parser)
 
     @classmethod
     def build_model(cls, args, task):
         base_architecture(args)
-        linear = linear_spec_from_args(args, cls.linear_kind)
-        check_feature_sizes(linear, {"--encoder-embed-dim": args.encoder_embed_dim,
-                                     "--encoder-hidden-size": args.encoder_hidden_size})
+        linear = linear_spec_from_args(args, {"--encoder-embed-dim": args.encoder_embed_dim,
+                                              "--encoder-hidden-size": args.encoder_hidden_size})
         dictionary = task.source_dictionary
         embed_tokens = None
         if args.glove:
@@ -115,7 +117,7 @@ class LSTMNLIModel(BaseFairseqModel):
         classifier = PairClassifier(2 * encoder.output_units, args.classifier_hidden_dim, len(task.labels),
                                     args.dropout, args.pair_features)
         mark_plugin_checkpoint(args)
-        return cls(encoder, classifier)
+        return linear.finish_model(cls(encoder, classifier), sides=(encoder,))
 
     def forward(self, premise, premise_lengths, hypothesis, hypothesis_lengths):
         # Both sentences in one recurrent pass: a batch of 2 x batch sequences, as wide as the
@@ -132,39 +134,34 @@ class LSTMNLIModel(BaseFairseqModel):
         return None
 
 
-@register_model("quaternion_lstm_nli")
-class QuaternionLSTMNLIModel(LSTMNLIModel):
-    """NLI classifier with a quaternion LSTM encoder (Hamilton products; Parcollet et al., 2019)."""
-
-    linear_kind = "quaternion"
-
-
-@register_model("phm_lstm_nli")
-class PHMLSTMNLIModel(LSTMNLIModel):
-    """NLI classifier with a PHM-LSTM encoder (Zhang et al., 2021, sec. 4.1); needs --phm-n."""
-
-    linear_kind = "phm"
-
-    @staticmethod
-    def add_args(parser):
-        LSTMNLIModel.add_args(parser)
-        add_linear_args(parser)
-
-
-def base_architecture(args):
+def base_architecture(args, kind: str = "dense"):
     """Appendix B.1 of the paper: 300-d input and hidden, one unidirectional LSTM, 300-d MLP."""
-    args.encoder_embed_dim = getattr(args, "encoder_embed_dim", None) or 300
-    args.encoder_hidden_size = getattr(args, "encoder_hidden_size", None) or 300
-    args.encoder_layers = getattr(args, "encoder_layers", None) or 1
+    args.linear_kind = getattr(args, "linear_kind", kind)
+    args.encoder_embed_dim = getattr(args, "encoder_embed_dim", 300)
+    args.encoder_hidden_size = getattr(args, "encoder_hidden_size", 300)
+    args.encoder_layers = getattr(args, "encoder_layers", 1)
     args.encoder_bidirectional = getattr(args, "encoder_bidirectional", False)
-    args.gate_layout = getattr(args, "gate_layout", None) or "per-gate"
-    args.dropout = getattr(args, "dropout", None)
-    args.dropout = 0.1 if args.dropout is None else args.dropout
-    args.classifier_hidden_dim = getattr(args, "classifier_hidden_dim", None) or 300
-    args.pair_features = getattr(args, "pair_features", None) or "matching"
+    args.gate_layout = getattr(args, "gate_layout", "per-gate")
+    args.dropout = getattr(args, "dropout", 0.1)
+    args.classifier_hidden_dim = getattr(args, "classifier_hidden_dim", 300)
+    args.pair_features = getattr(args, "pair_features", "matching")
     args.glove = getattr(args, "glove", None)
     args.glove_trainable = getattr(args, "glove_trainable", False)
 
 
-for _name in ("lstm_nli", "quaternion_lstm_nli", "phm_lstm_nli"):
-    register_model_architecture(_name, _name)(base_architecture)
+ARCHITECTURES = {  # --arch: linear kind of the LSTM's gate maps; every one has Table 1's size
+    "lstm_nli": "dense",
+    "quaternion_lstm_nli": "quaternion",
+    "phm_lstm_nli": "phm",
+}
+
+
+def _architecture(kind: str):
+    def architecture(args):
+        base_architecture(args, kind)
+
+    return architecture
+
+
+for _name, _kind in ARCHITECTURES.items():
+    register_model_architecture("hypercomplex_lstm_nli", _name)(_architecture(_kind))

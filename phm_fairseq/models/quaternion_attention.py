@@ -23,6 +23,13 @@ class QuaternionMultiheadAttention(HypercomplexMultiheadAttention):
     """
 
     def __init__(self, embed_dim, num_heads, **kwargs):
+        if kwargs.get("fused_qkv"):
+            # one Hamilton product of output 3 x embed_dim: its rows for Q (or K, V) are not
+            # [r | x | y | z] of a quaternion, so the components would not line up
+            raise ValueError(
+                "quaternion attention needs Q, K and V that are each a Hamilton product: a fused Q/K/V "
+                "projection's rows for them mix quaternion components; build them separately (fused_qkv=False)"
+            )
         super().__init__(embed_dim, num_heads, **kwargs)
         if self.head_dim % 4:
             raise ValueError(

@@ -1,13 +1,15 @@
 """PHM-Transformer (Zhang et al., 2021), Quaternion Transformer (Tay et al., 2019) and their
 dense twin: fairseq's Transformer with every linear map of its layers from a LinearSpec.
 
+One registered model (``hypercomplex_transformer``) whose kind of linear map is a flag
+(``--linear-kind``); every architecture name (the table ARCHITECTURES) sets the kind and the size.
 Embeddings and the (tied) output projection stay dense, as in the paper.
 """
 
 from dataclasses import dataclass
 
 from fairseq.distributed import fsdp_wrap
-from fairseq.models import MODEL_REGISTRY, register_model, register_model_architecture
+from fairseq.models import register_model, register_model_architecture
 from fairseq.models.transformer import (
     TransformerConfig,
     TransformerDecoderBase,
@@ -21,7 +23,7 @@ from fairseq.modules.transformer_layer import TransformerDecoderLayerBase, Trans
 from ..checkpoints import mark_plugin_checkpoint
 from ..modules import LinearSpec
 from .attention import HypercomplexMultiheadAttention
-from .linear_args import add_linear_args, check_feature_sizes, linear_spec_from_args
+from .linear_args import add_linear_args, linear_spec_from_args
 from .quaternion_attention import QuaternionMultiheadAttention
 
 
@@ -29,8 +31,8 @@ from .quaternion_attention import QuaternionMultiheadAttention
 class TransformerLinearMaps:
     """How the linear maps of a Transformer layer are built."""
 
-    attention: LinearSpec  # Q, K, V and output projections
-    ffn: LinearSpec
+    attention: LinearSpec  # Q, K, V and output projections: the model's spec
+    ffn: LinearSpec  # the same, or dense (--dense-ffn)
     fused_qkv: bool = False  # self-attention: one projection to 3 x embed_dim, as the paper writes it
     quaternion_attention: bool = False  # Tay et al.'s Hamilton-product attention logits
 
@@ -125,86 +127,69 @@ class HypercomplexTransformerDecoder(TransformerDecoderBase):
         return _wrap(HypercomplexTransformerDecoderLayer(cfg, self.maps, no_encoder_attn), cfg)
 
 
-def add_hypercomplex_args(parser, kind: str) -> None:
-    """The flags of a Transformer of ``kind`` ("dense", "phm" or "quaternion") beyond fairseq's own."""
-    if kind == "phm":
-        add_linear_args(parser)
+def add_hypercomplex_args(parser) -> None:
+    """The flags of the plugin's Transformers beyond fairseq's own."""
+    add_linear_args(parser)
     group = parser.add_argument_group("hypercomplex Transformer (phm-fairseq)")
     group.add_argument(
         "--qkv-projection", choices=["fused", "separate"],
         help="self-attention Q, K, V: one projection of output 3 x embed_dim split three "
-             "ways (fused, as Zhang et al. write it) or three projections (separate)",
+             "ways (fused, as Zhang et al. write it; the default of PHM models) or three "
+             "projections (separate; the default of the others)",
     )
     group.add_argument(
         "--dense-ffn", action="store_true",
         help="keep the feed-forward layers dense: only the attention projections are "
              "hypercomplex (the 'partial' variant of Tay et al.)",
     )
-    if kind == "quaternion":
-        group.add_argument(
-            "--quaternion-attention", action="store_true",
-            help="Tay et al.'s attention: four logit maps from the Hamilton product of Q and "
-                 "K, one softmax each, each weighting its component of V",
-        )
-
-
-def linear_maps_from_args(cfg, kind: str) -> TransformerLinearMaps:
-    spec = linear_spec_from_args(cfg, kind)
-    return TransformerLinearMaps(
-        attention=spec,
-        ffn=LinearSpec() if getattr(cfg, "dense_ffn", False) else spec,
-        fused_qkv=getattr(cfg, "qkv_projection", None) == "fused",
-        quaternion_attention=getattr(cfg, "quaternion_attention", False),
+    group.add_argument(
+        "--quaternion-attention", action="store_true",
+        help="quaternion models: Tay et al.'s attention, four logit maps from the Hamilton product of "
+             "Q and K, one softmax each, each weighting its component of V (needs --qkv-projection separate)",
     )
 
 
-def check_hypercomplex_args(args, kind: str, sides=("encoder", "decoder")) -> TransformerLinearMaps:
+def linear_maps_from_args(args, sides=("encoder", "decoder")) -> TransformerLinearMaps:
     """The linear maps that the flags ask for, once every flag that they cannot honour has been
     refused with a message naming it (raised when the model is built, not deep inside a layer)."""
     _refuse_unsupported_flags(args)
-    maps = linear_maps_from_args(args, kind)
-    check_feature_sizes(maps.attention, {f"--{side}-embed-dim": getattr(args, f"{side}_embed_dim") for side in sides})
-    check_feature_sizes(maps.ffn, {f"--{side}-ffn-embed-dim": getattr(args, f"{side}_ffn_embed_dim") for side in sides})
+    dense_ffn = getattr(args, "dense_ffn", False)
+    sizes = {f"--{side}-embed-dim": getattr(args, f"{side}_embed_dim") for side in sides}
+    if not dense_ffn:
+        sizes.update({f"--{side}-ffn-embed-dim": getattr(args, f"{side}_ffn_embed_dim") for side in sides})
+    spec = linear_spec_from_args(args, sizes)
+    maps = TransformerLinearMaps(
+        attention=spec,
+        ffn=LinearSpec() if dense_ffn else spec,
+        fused_qkv=getattr(args, "qkv_projection", None) == "fused",
+        quaternion_attention=getattr(args, "quaternion_attention", False),
+    )
     if maps.quaternion_attention:
-        for side in sides:
-            dim, heads = getattr(args, f"{side}_embed_dim"), getattr(args, f"{side}_attention_heads")
-            if dim % (4 * heads):
-                raise ValueError(
-                    f"--quaternion-attention gives every head a quarter of each quaternion "
-                    f"component: --{side}-embed-dim {dim} must be a multiple of 4 x "
-                    f"--{side}-attention-heads {heads}"
-                )
+        _check_quaternion_attention(args, maps, sides)
     return maps
 
 
-class HypercomplexTransformerModel(TransformerModel):
-    """fairseq's ``transformer`` with the linear maps of its layers built as ``kind`` says."""
-
-    kind = "dense"
-
-    @classmethod
-    def add_args(cls, parser):
-        super().add_args(parser)
-        add_hypercomplex_args(parser, cls.kind)
-
-    @classmethod
-    def build_model(cls, args, task):
-        base_architecture(args)
-        check_hypercomplex_args(args, cls.kind)
-        mark_plugin_checkpoint(args)
-        return super().build_model(args, task)
-
-    @classmethod
-    def build_encoder(cls, args, src_dict, embed_tokens):
-        cfg = TransformerConfig.from_namespace(args)
-        return HypercomplexTransformerEncoder(cfg, src_dict, embed_tokens, linear_maps_from_args(cfg, cls.kind))
-
-    @classmethod
-    def build_decoder(cls, args, tgt_dict, embed_tokens):
-        cfg = TransformerConfig.from_namespace(args)
-        return HypercomplexTransformerDecoder(
-            cfg, tgt_dict, embed_tokens, linear_maps_from_args(cfg, cls.kind), no_encoder_attn=cfg.no_cross_attention
+def _check_quaternion_attention(args, maps: TransformerLinearMaps, sides) -> None:
+    if maps.attention.kind != "quaternion":
+        raise ValueError(
+            f"--quaternion-attention is an option of quaternion models, and this model is {maps.attention.kind} "
+            f"(--linear-kind {maps.attention.kind}): leave it out, or use a quaternion_transformer_* architecture"
         )
+    if maps.fused_qkv:
+        raise ValueError(
+            "--quaternion-attention with --qkv-projection fused: the attention needs Q, K and V that are each a "
+            "Hamilton product, but the fused projection is one Hamilton product of output 3 x embed_dim, whose "
+            "rows for Q, K and V each mix quaternion components, so the attention would multiply misaligned "
+            "components. Pass --qkv-projection separate (the quaternion architectures' default)"
+        )
+    for side in sides:
+        dim, heads = getattr(args, f"{side}_embed_dim"), getattr(args, f"{side}_attention_heads")
+        if dim % (4 * heads):
+            raise ValueError(
+                f"--quaternion-attention gives every head a quarter of each quaternion "
+                f"component: --{side}-embed-dim {dim} must be a multiple of 4 x "
+                f"--{side}-attention-heads {heads}"
+            )
 
 
 def _refuse_unsupported_flags(args):
@@ -220,30 +205,39 @@ def _refuse_unsupported_flags(args):
             )
 
 
-@register_model("phm_transformer")
-class PHMTransformerModel(HypercomplexTransformerModel):
-    """PHM-Transformer: every linear map of every layer is a PHM layer with 1/n of the weights."""
+@register_model("hypercomplex_transformer")
+class HypercomplexTransformerModel(TransformerModel):
+    """fairseq's ``transformer`` with the linear maps of its layers built as ``--linear-kind`` says:
+    PHM-Transformer (phm), Quaternion Transformer (quaternion) or their dense twin (dense)."""
 
-    kind = "phm"
+    @classmethod
+    def add_args(cls, parser):
+        super().add_args(parser)
+        add_hypercomplex_args(parser)
 
+    @classmethod
+    def build_model(cls, args, task):
+        base_architecture(args)
+        maps = linear_maps_from_args(args)
+        mark_plugin_checkpoint(args)
+        model = super().build_model(args, task)
+        return maps.attention.finish_model(model, sides=(model.encoder, model.decoder))
 
-@register_model("quaternion_transformer")
-class QuaternionTransformerModel(HypercomplexTransformerModel):
-    """Quaternion Transformer: Hamilton-product layers (1/4 of the weights) in every layer."""
+    @classmethod
+    def build_encoder(cls, args, src_dict, embed_tokens):
+        cfg = TransformerConfig.from_namespace(args)
+        return HypercomplexTransformerEncoder(cfg, src_dict, embed_tokens, linear_maps_from_args(args))
 
-    kind = "quaternion"
-
-
-@register_model("dense_transformer")
-class DenseTransformerModel(HypercomplexTransformerModel):
-    """The twin of the above with dense (nn.Linear) maps: fairseq's Transformer, with the
-    initialisation that the plugin gives every kind of linear map."""
-
-    kind = "dense"
+    @classmethod
+    def build_decoder(cls, args, tgt_dict, embed_tokens):
+        cfg = TransformerConfig.from_namespace(args)
+        return HypercomplexTransformerDecoder(
+            cfg, tgt_dict, embed_tokens, linear_maps_from_args(args), no_encoder_attn=cfg.no_cross_attention
+        )
 
 
 # --- architectures ------------------------------------------------------------------------
-# Three sizes, each for every model: "iwslt" (IWSLT'14 de-en and ro-en in the paper: 2 layers,
+# Three sizes, each for every kind: "iwslt" (IWSLT'14 de-en and ro-en in the paper: 2 layers,
 # 4 heads, hidden 256), "base" (the other pairs and style transfer: 4 layers, 8 heads, hidden
 # 512) and "demo" (the Multi30k demo on CPU). FFN sizes are 4 x hidden, as tensor2tensor's
 # transformer_small and transformer_base that the paper's code builds on.
@@ -258,35 +252,44 @@ KIND_DEFAULTS = {
     "quaternion": dict(qkv_projection="separate"),
     "dense": dict(qkv_projection="separate"),
 }
-ARCH_PREFIX = {"phm_transformer": "phm_transformer", "quaternion_transformer": "quaternion_transformer",
-               "dense_transformer": "transformer_twin"}
+PARTIAL = dict(dense_ffn=True)  # Tay et al.'s partial Quaternion Transformer: hypercomplex attention only
+ARCHITECTURES = {  # --arch: (linear kind, size, further defaults)
+    "phm_transformer": ("phm", "base", {}),
+    "phm_transformer_iwslt": ("phm", "iwslt", {}),
+    "phm_transformer_base": ("phm", "base", {}),
+    "phm_transformer_demo": ("phm", "demo", {}),
+    "quaternion_transformer": ("quaternion", "base", {}),
+    "quaternion_transformer_iwslt": ("quaternion", "iwslt", {}),
+    "quaternion_transformer_base": ("quaternion", "base", {}),
+    "quaternion_transformer_demo": ("quaternion", "demo", {}),
+    "quaternion_transformer_partial_iwslt": ("quaternion", "iwslt", PARTIAL),
+    "quaternion_transformer_partial_base": ("quaternion", "base", PARTIAL),
+    "quaternion_transformer_partial_demo": ("quaternion", "demo", PARTIAL),
+    "dense_transformer": ("dense", "base", {}),
+    "transformer_twin_iwslt": ("dense", "iwslt", {}),
+    "transformer_twin_base": ("dense", "base", {}),
+    "transformer_twin_demo": ("dense", "demo", {}),
+}
 
 
 def set_architecture_defaults(args, kind: str, size: dict, sides=("encoder", "decoder"), extra=None) -> None:
-    """Fills in what the command line left unset: the kind's defaults, ``extra``, the ``size``
-    of each side (layers, attention_heads, embed_dim, ffn_embed_dim), then fairseq's defaults."""
-    defaults = {**KIND_DEFAULTS[kind], **(extra or {})}
+    """Fills in what the command line (or a checkpoint) left unset: the linear kind, the defaults
+    of the kind in effect (the architecture's, unless --linear-kind says otherwise), ``extra``,
+    the ``size`` of each side (layers, attention_heads, embed_dim, ffn_embed_dim), then fairseq's."""
+    args.linear_kind = getattr(args, "linear_kind", kind)
+    defaults = {**KIND_DEFAULTS[args.linear_kind], **(extra or {})}
     defaults.update({f"{side}_{key}": value for side in sides for key, value in size.items()})
     for key, value in defaults.items():
         setattr(args, key, getattr(args, key, value))
     base_architecture(args)
 
 
-def _register(model_name: str, size: str, extra=None):
-    kind = MODEL_REGISTRY[model_name].kind
-
+def _architecture(kind: str, size: str, extra: dict):
     def architecture(args):
         set_architecture_defaults(args, kind, SIZES[size], extra=extra)
 
-    suffix = "_partial" if extra and extra.get("dense_ffn") else ""
-    name = f"{ARCH_PREFIX[model_name]}{suffix}_{size}"
-    register_model_architecture(model_name, name)(architecture)
-    if size == "base" and not suffix:  # the model's own name is its base architecture
-        register_model_architecture(model_name, model_name)(architecture)
+    return architecture
 
 
-for _model in ARCH_PREFIX:
-    for _size in SIZES:
-        _register(_model, _size)
-for _size in SIZES:
-    _register("quaternion_transformer", _size, extra={"dense_ffn": True})
+for _name, (_kind, _size, _extra) in ARCHITECTURES.items():
+    register_model_architecture("hypercomplex_transformer", _name)(_architecture(_kind, _size, _extra))

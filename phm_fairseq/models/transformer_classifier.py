@@ -9,9 +9,12 @@ encoder outputs and applies one dense layer; here padding is left out of the mea
 prediction does not depend on the batch it is in. The output layer (features -> labels) stays
 dense, like the translation models' output projection: 2 outputs are not divisible by n, and
 Table 5 counts the encoder layers only.
+
+One registered model (``hypercomplex_transformer_classifier``) whose kind of linear map is a flag
+(``--linear-kind``); each architecture name (the table ARCHITECTURES) sets the kind.
 """
 
-from fairseq.models import MODEL_REGISTRY, FairseqEncoderModel, register_model, register_model_architecture
+from fairseq.models import FairseqEncoderModel, register_model, register_model_architecture
 from fairseq.models.transformer import TransformerConfig, TransformerModel, base_architecture
 
 from ..checkpoints import mark_plugin_checkpoint
@@ -19,7 +22,7 @@ from ..modules import LinearSpec, mean_pool
 from .transformer import (
     HypercomplexTransformerEncoder,
     add_hypercomplex_args,
-    check_hypercomplex_args,
+    linear_maps_from_args,
     set_architecture_defaults,
 )
 
@@ -27,13 +30,14 @@ TABLE5_SIZE = dict(layers=2, attention_heads=4, embed_dim=128, ffn_embed_dim=512
 """Table 5's encoder (tensor2tensor's transformer_tiny): 396.5K parameters in its layers."""
 
 
-@register_model("transformer_classifier")
+@register_model("hypercomplex_transformer_classifier")
 class TransformerClassifierModel(FairseqEncoderModel):
-    """Classifier with a dense Transformer encoder (nn.Linear maps, initialised as the plugin
-    initialises every kind of map). Takes fairseq's Transformer flags (those of the encoder
+    """Classifier with a Transformer encoder whose linear maps are built as ``--linear-kind`` says:
+    dense (nn.Linear maps, initialised as the plugin initialises every kind of map), phm (every
+    linear map of its layers a PHM layer; --phm-n, default 4; one fused Q/K/V map per layer unless
+    --qkv-projection separate) or quaternion (Hamilton-product maps; optionally
+    --quaternion-attention, --dense-ffn). Takes fairseq's Transformer flags (those of the encoder
     apply) and maps ``src_tokens, src_lengths`` to one logit per label."""
-
-    kind = "dense"
 
     def __init__(self, encoder: HypercomplexTransformerEncoder, output_layer):
         super().__init__(encoder)
@@ -42,19 +46,19 @@ class TransformerClassifierModel(FairseqEncoderModel):
     @classmethod
     def add_args(cls, parser):
         TransformerModel.add_args(parser)
-        add_hypercomplex_args(parser, cls.kind)
+        add_hypercomplex_args(parser)
 
     @classmethod
     def build_model(cls, args, task):
         base_architecture(args)
-        maps = check_hypercomplex_args(args, cls.kind, sides=("encoder",))
+        maps = linear_maps_from_args(args, sides=("encoder",))
         cfg = TransformerConfig.from_namespace(args)
         dictionary = task.source_dictionary
         embed_tokens = TransformerModel.build_embedding(cfg, dictionary, cfg.encoder.embed_dim)
         encoder = HypercomplexTransformerEncoder(cfg, dictionary, embed_tokens, maps)
         output_layer = LinearSpec("dense").build(cfg.encoder.embed_dim, len(task.labels))
         mark_plugin_checkpoint(args)
-        return cls(encoder, output_layer)
+        return maps.attention.finish_model(cls(encoder, output_layer), sides=(encoder,))
 
     def forward(self, src_tokens, src_lengths):
         encoded = self.encoder(src_tokens, src_lengths)
@@ -62,20 +66,11 @@ class TransformerClassifierModel(FairseqEncoderModel):
         return self.output_layer(mean_pool(states, encoded["encoder_padding_mask"][0]))
 
 
-@register_model("phm_transformer_classifier")
-class PHMTransformerClassifierModel(TransformerClassifierModel):
-    """Classifier with a PHM-Transformer encoder: every linear map of its layers is a PHM layer
-    (--phm-n, default 4; one fused Q/K/V map per layer unless --qkv-projection separate)."""
-
-    kind = "phm"
-
-
-@register_model("quaternion_transformer_classifier")
-class QuaternionTransformerClassifierModel(TransformerClassifierModel):
-    """Classifier with a Quaternion Transformer encoder (Hamilton-product maps; optionally
-    --quaternion-attention, --dense-ffn)."""
-
-    kind = "quaternion"
+ARCHITECTURES = {  # --arch: linear kind; every one has Table 5's size
+    "transformer_classifier": "dense",
+    "phm_transformer_classifier": "phm",
+    "quaternion_transformer_classifier": "quaternion",
+}
 
 
 def _table5_architecture(kind: str):
@@ -85,5 +80,5 @@ def _table5_architecture(kind: str):
     return architecture
 
 
-for _name in ("transformer_classifier", "phm_transformer_classifier", "quaternion_transformer_classifier"):
-    register_model_architecture(_name, _name)(_table5_architecture(MODEL_REGISTRY[_name].kind))
+for _name, _kind in ARCHITECTURES.items():
+    register_model_architecture("hypercomplex_transformer_classifier", _name)(_table5_architecture(_kind))

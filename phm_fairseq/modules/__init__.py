@@ -2,9 +2,16 @@
 
 from .algebra import ALGEBRAS, multiplication_rule, structure_constants
 from .hypercomplex_lstm import GATE_LAYOUTS, HypercomplexLSTM
-from .linear_spec import KINDS, LinearSpec
+from .kronecker_decomposition import (
+    KroneckerFactors,
+    fit_phm_layer,
+    load_kronecker_factors,
+    nearest_kronecker_sum,
+    nearest_with_rule,
+)
+from .linear_spec import KINDS, RULES, SHARED_RULE_SCOPES, LinearSpec
 from .parameter_count import ParameterCount, count_parameters
-from .phm_linear import RULES, PHMLinear, QuaternionLinear, kronecker_sum
+from .phm_linear import PHMLinear, QuaternionLinear, kronecker_sum
 from .pooling import max_mean_pool, mean_pool
 
 __all__ = [
@@ -12,15 +19,21 @@ __all__ = [
     "GATE_LAYOUTS",
     "HypercomplexLSTM",
     "KINDS",
+    "KroneckerFactors",
     "RULES",
+    "SHARED_RULE_SCOPES",
     "LinearSpec",
     "ParameterCount",
     "PHMLinear",
     "QuaternionLinear",
     "count_parameters",
+    "fit_phm_layer",
     "kronecker_sum",
+    "load_kronecker_factors",
     "max_mean_pool",
     "mean_pool",
     "multiplication_rule",
+    "nearest_kronecker_sum",
+    "nearest_with_rule",
     "structure_constants",
 ]

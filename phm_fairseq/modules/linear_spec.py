@@ -1,54 +1,185 @@
-"""The one place that decides how a linear map is built: dense, PHM or quaternion."""
+"""The one place that decides how a linear map is built: dense, PHM or quaternion.
 
+A ``LinearSpec`` is a value: it validates itself when made (kind, n, rule, rank, shared rule),
+checks the feature sizes of a layer or of a whole model, builds every linear map of a model,
+and applies what concerns the model as a whole once its layers are built (``finish_model``).
+Adding a parameterisation means changing this module (and PHMLinear), and the one function
+that maps command-line flags to a spec (``phm_fairseq.models.linear_args``); no model changes.
+"""
+
+import math
+import warnings
 from dataclasses import dataclass
+from typing import Iterable, Optional
 
 from torch import nn
 
 from .algebra import check_algebra_dim
-from .phm_linear import RULES, PHMLinear, QuaternionLinear
 
 KINDS = ("dense", "phm", "quaternion")
+RULES = ("learned", "algebra-init", "algebra-frozen")
+"""How A is obtained: learned from a random start; learned from the algebra's rule; the
+algebra's rule, frozen (a buffer, not a parameter). Algebra rules need n in 1, 2, 4, 8, 16."""
+SHARED_RULE_SCOPES = ("model", "side")
+"""One A for every PHM layer of the model, or one per side (the encoder's layers, the decoder's)."""
+
+
+def _divisors(*sizes: int) -> list:
+    common = math.gcd(*sizes)
+    return [m for m in range(1, common + 1) if common % m == 0]
+
+
+def _is_positive_int(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 1
 
 
 @dataclass(frozen=True)
 class LinearSpec:
     """A recipe for every linear map of a model.
 
-    kind: "dense" (``nn.Linear``), "phm" (``PHMLinear`` with ``n`` and ``rule``) or
-    "quaternion" (``QuaternionLinear``). Every map is initialised to the variance of
-    ``xavier_uniform_(gain)``, whatever its kind, so that kinds compare like for like.
+    kind: "dense" (``nn.Linear``), "phm" (``PHMLinear``) or "quaternion" (``QuaternionLinear``).
+    n, rule, rank, shared_rule: PHM only.
+        n: number of Kronecker products; every layer has 1/n of the dense layer's weights.
+        rule: how the A_i are obtained, see ``RULES``.
+        rank: None (each S_i a full out/n x in/n matrix) or R: S_i = S_left_i @ S_right_i with
+            factors (out/n x R) and (R x in/n), as Compacter's factorized weights.
+        shared_rule: None (each layer its own A), "model" (one A for every PHM layer of the model)
+            or "side" (one for the encoder's layers, one for the decoder's); see ``finish_model``.
+
+    Every map is initialised to the variance of ``xavier_uniform_(gain)``, whatever its kind, so
+    that kinds compare like for like.
     """
 
     kind: str = "dense"
     n: int = 1
     rule: str = "learned"
+    rank: Optional[int] = None
+    shared_rule: Optional[str] = None
 
     def __post_init__(self):
         if self.kind not in KINDS:
             raise ValueError(f"unknown linear kind {self.kind!r}: choose one of {', '.join(KINDS)}")
-        if self.kind == "phm":
-            if not isinstance(self.n, int) or self.n < 1:
-                raise ValueError(f"PHM n must be a positive integer, got n={self.n!r}")
-            if self.rule not in RULES:
-                raise ValueError(f"unknown PHM rule {self.rule!r}: choose one of {', '.join(RULES)}")
-            if self.rule != "learned":
-                check_algebra_dim(self.n)
+        if self.kind != "phm":
+            given = [f"{name}={value!r}" for name, value, default in (
+                ("n", self.n, 1), ("rule", self.rule, "learned"), ("rank", self.rank, None),
+                ("shared_rule", self.shared_rule, None)) if value != default]
+            if given:
+                raise ValueError(
+                    f"{', '.join(given)}: n, rule, rank and shared_rule are options of PHM layers (kind='phm'), "
+                    f"not of {self.kind} layers"
+                )
+            return
+        if not _is_positive_int(self.n):
+            raise ValueError(f"PHM n must be a positive integer, got n={self.n!r}")
+        if self.rule not in RULES:
+            raise ValueError(f"unknown PHM rule {self.rule!r}: choose one of {', '.join(RULES)}")
+        if self.rule != "learned":
+            check_algebra_dim(self.n)
+        if self.rank is not None and not _is_positive_int(self.rank):
+            raise ValueError(f"PHM rank must be a positive integer (or None for full-rank S_i), got rank={self.rank!r}")
+        if self.shared_rule is not None:
+            if self.shared_rule not in SHARED_RULE_SCOPES:
+                raise ValueError(
+                    f"unknown shared_rule {self.shared_rule!r}: choose one of {', '.join(SHARED_RULE_SCOPES)} "
+                    f"(or None: every layer learns its own A)"
+                )
+            if self.rule == "algebra-frozen":
+                raise ValueError(
+                    f"shared_rule={self.shared_rule!r} with rule='algebra-frozen': a frozen rule is a constant "
+                    f"that every layer already has in common, so there is nothing to share; leave shared_rule "
+                    f"unset, or learn the rule (rule='learned' or 'algebra-init')"
+                )
 
     @property
     def divisor(self) -> int:
         """Every feature dimension of a layer built from this spec must be a multiple of it."""
         return {"dense": 1, "phm": self.n, "quaternion": 4}[self.kind]
 
-    def build(self, in_features: int, out_features: int, bias: bool = True, gain: float = 1.0) -> nn.Module:
+    def check_layer(self, in_features: int, out_features: int) -> None:
+        """A clear error if this spec cannot build a layer in_features -> out_features, and a
+        warning where a low rank saves no weights in it."""
+        n = self.divisor
+        if in_features % n or out_features % n:
+            raise ValueError(
+                f"PHM layer {in_features}->{out_features}: n={n} must divide both "
+                f"in_features={in_features} and out_features={out_features}; "
+                f"n can be one of {_divisors(in_features, out_features)}"
+            )
+        full, factored = in_features * out_features // n, (self.rank or 0) * (in_features + out_features)
+        if self.rank is not None and factored >= full:
+            saving = math.ceil(full / (in_features + out_features)) - 1  # the largest rank with factored < full
+            warnings.warn(
+                f"PHM layer {in_features}->{out_features}, n={n}: rank {self.rank} factors hold {factored:,} "
+                f"weights, no fewer than the {full:,} of full-rank S_i (blocks of {out_features // n}x"
+                f"{in_features // n}); "
+                + (f"ranks up to {saving} save weights" if saving else "no rank saves weights in a layer this small"),
+                stacklevel=3,
+            )
+
+    def check_sizes(self, sizes: dict, n_as: Optional[str] = None) -> None:
+        """Every feature size of a model (by the name of what sets it: a flag, a label) must be a
+        multiple of the divisor. ``n_as`` names n as the user gave it (e.g. "--phm-n"), so that
+        the error names what to change rather than a layer deep inside the model."""
+        divisor = self.divisor
+        bad = ", ".join(f"{name} {size}" for name, size in sizes.items() if size % divisor)
+        if not bad:
+            return
         if self.kind == "phm":
-            return PHMLinear(in_features, out_features, self.n, bias=bias, rule=self.rule, gain=gain)
+            n_given = f"{n_as} {divisor}" if n_as else f"n={divisor}"
+            raise ValueError(
+                f"{n_given} must divide every feature size of the model, but does not divide {bad}; "
+                f"with these sizes {n_as or 'n'} can be one of {_divisors(*sizes.values())}"
+            )
+        raise ValueError(f"{self} layers need feature sizes that are multiples of {divisor}, not {bad}")
+
+    def build(self, in_features: int, out_features: int, bias: bool = True, gain: float = 1.0) -> nn.Module:
+        # imported here: PHMLinear validates its arguments through this module
+        from .phm_linear import PHMLinear, QuaternionLinear
+
+        if self.kind == "phm":
+            return PHMLinear(in_features, out_features, self.n, bias=bias, rule=self.rule, gain=gain, rank=self.rank)
         if self.kind == "quaternion":
             return QuaternionLinear(in_features, out_features, bias=bias, gain=gain)
         layer = nn.Linear(in_features, out_features, bias=bias)
         nn.init.xavier_uniform_(layer.weight, gain=gain)
         return layer
 
+    def finish_model(self, model: nn.Module, sides: Iterable[nn.Module] = ()) -> nn.Module:
+        """What concerns the model as a whole, applied once its layers are built; returns ``model``.
+
+        Each model family calls it once, with its sides (e.g. its encoder and decoder), so that an
+        option of this sort needs no change in the models. Today: ``shared_rule`` ties the A of
+        every PHM layer in scope (the model, or each side) to the first one's, PyTorch's tied-weight
+        idiom: one Parameter registered in each layer, so ``model.parameters()``, optimizers,
+        checkpoints and parameter counts hold it once, and every layer sees each update of it.
+        """
+        from .phm_linear import PHMLinear
+
+        if self.shared_rule is None:
+            return model
+        sides = list(sides)
+        scopes = sides if self.shared_rule == "side" and sides else [model]
+        for scope in scopes:
+            layers = [module for module in scope.modules() if isinstance(module, PHMLinear)]
+            for layer in layers[1:]:
+                if (layer.n, layer.rule) != (layers[0].n, layers[0].rule):
+                    raise ValueError(
+                        f"shared_rule={self.shared_rule!r}: a PHM layer with n={layer.n} ({layer.rule}) cannot share "
+                        f"the A of one with n={layers[0].n} ({layers[0].rule})"
+                    )
+                # The initialisation stays calibrated whichever A is kept: a learned A has a random
+                # unit vector (A_1[r,c], ..., A_n[r,c]) per block and an algebra rule exactly one +-1
+                # per block, so Var(H) = Var(S) in every layer either way (see PHMLinear.reset_parameters).
+                layer.A = layers[0].A
+                layer.clear_cache()
+        return model
+
     def __str__(self) -> str:
         if self.kind == "phm":
-            return f"PHM n={self.n} ({self.rule})"
+            options = [self.rule]
+            if self.rank is not None:
+                options.append(f"rank {self.rank}")
+            if self.shared_rule is not None:
+                options.append(f"rule shared per {self.shared_rule}")
+            return f"PHM n={self.n} ({', '.join(options)})"
         return {"dense": "dense", "quaternion": "quaternion (Hamilton)"}[self.kind]

@@ -2,7 +2,8 @@
 
 Layout follows ``nn.Linear``: ``y = x H^T + b`` with H of shape (out_features, in_features),
     H = sum_{i=1..n} A_i kron S_i,    A (n, n, n),   S (n, out_features/n, in_features/n),
-so the layer has out*in/n + n^3 weights instead of out*in.
+so the layer has out*in/n + n^3 weights instead of out*in. With a rank R, each S_i is the
+product S_left_i @ S_right_i of (out/n x R) and (R x in/n) factors: R*(out+in) + n^3 weights.
 """
 
 import math
@@ -12,11 +13,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from .algebra import ALGEBRAS, check_algebra_dim, multiplication_rule
-
-RULES = ("learned", "algebra-init", "algebra-frozen")
-"""How A is obtained: learned from a random start; learned from the algebra's rule; the
-algebra's rule, frozen (a buffer, not a parameter). Algebra rules need n in 1, 2, 4, 8, 16."""
+from .algebra import ALGEBRAS, multiplication_rule
+from .linear_spec import RULES, LinearSpec  # noqa: F401  (RULES: also importable from here, as before)
 
 
 def kronecker_sum(A: Tensor, S: Tensor) -> Tensor:
@@ -28,21 +26,27 @@ def kronecker_sum(A: Tensor, S: Tensor) -> Tensor:
     return torch.einsum("irc,ipq->rpcq", A, S).reshape(n * k, n * d)
 
 
-def kronecker_sum_linear(input: Tensor, A: Tensor, S: Tensor, bias: Optional[Tensor] = None) -> Tensor:
+def kronecker_sum_linear(input: Tensor, A: Tensor, S, bias: Optional[Tensor] = None) -> Tensor:
     """``F.linear(input, kronecker_sum(A, S), bias)`` without building H.
 
     With the input split into n blocks x_c, output block r is y_r = sum_i S_i (sum_c A_i[r, c] x_c):
     the dense layer's multiply-adds, plus n^2 per feature of the smaller side for the mix by A, while
     reading only S (1/n of H's entries) and using each S_i for n blocks at once. It pays when few
     rows pass (decoding: a beam's rows per step), where multiplying by H is bound by reading H.
+    ``S`` is (n, out/n, in/n), or the pair (S_left, S_right) of a low-rank layer, whose S_i are
+    then never built: y_r = sum_i S_left_i (S_right_i (sum_c A_i[r, c] x_c)).
     """
-    n, k, d = S.shape  # k = out_features / n, d = in_features / n
+    low_rank = isinstance(S, tuple)
+    n = A.shape[0]
+    k, d = (S[0].shape[1], S[1].shape[2]) if low_rank else S.shape[1:]  # out/n, in/n
     x = input.reshape(-1, n, d)
     rows = x.shape[0]
-    if d <= k:  # mix the input blocks by A, then one batched product with the S_i, summed over i
+    if low_rank or d <= k:  # mix the input blocks by A, then batched products with the S_i, summed over i
         z = torch.matmul(A.reshape(n * n, n), x)  # (rows, i * n + r, d) = sum_c A[i, r, c] x_c
         z = z.view(rows, n, n, d).transpose(0, 1).reshape(n, rows * n, d)
-        y = torch.bmm(z, S.transpose(1, 2)).sum(0)  # (rows * n, k): row (b, r) is y_r of row b
+        if low_rank:
+            z = torch.bmm(z, S[1].transpose(1, 2))  # (i, rows * n, R)
+        y = torch.bmm(z, (S[0] if low_rank else S).transpose(1, 2)).sum(0)  # (rows * n, k): row (b, r) is y_r of row b
     else:  # the S_i first, on every input block, then mix the output blocks by A
         products = torch.matmul(x.reshape(1, rows * n, d), S.transpose(1, 2))  # (i, rows * c, k)
         products = products.view(n, rows, n, k).transpose(0, 1).reshape(rows, n * n, k)
@@ -76,6 +80,11 @@ class PHMLinear(nn.Module):
         bias: learn an additive bias (of ``out_features``, not compressed).
         rule: "learned" (default), "algebra-init" or "algebra-frozen"; see ``RULES``.
         gain: the init targets the variance of ``nn.init.xavier_uniform_(W, gain)``.
+        rank: None (default: each S_i is a full matrix, the Parameter ``S``) or R: each S_i is
+            ``S_left[i] @ S_right[i]``, factors of (out_features/n, R) and (R, in_features/n).
+
+    The arguments are validated by ``LinearSpec`` (the messages are the same wherever a layer
+    is built). ``kronecker_factors()`` gives (A, S) with S built from its factors when low rank.
 
     ``weight`` is H, built on access; fairseq's attention reads it directly. In eval mode
     under ``torch.no_grad()`` H is built once and reused until a parameter changes. A forward
@@ -101,17 +110,22 @@ class PHMLinear(nn.Module):
         gain: float = 1.0,
         device=None,
         dtype=None,
+        rank: Optional[int] = None,
     ) -> None:
         super().__init__()
-        _check_shape(in_features, out_features, n)
-        if rule not in RULES:
-            raise ValueError(f"unknown PHM rule {rule!r}: choose one of {', '.join(RULES)}")
-        if rule != "learned":
-            check_algebra_dim(n)
+        LinearSpec("phm", n=n, rule=rule, rank=rank).check_layer(in_features, out_features)
         factory = {"device": device, "dtype": dtype}
         self.in_features, self.out_features, self.n = in_features, out_features, n
-        self.rule, self.gain = rule, gain
-        self.S = nn.Parameter(torch.empty(n, out_features // n, in_features // n, **factory))
+        self.rule, self.gain, self.rank = rule, gain, rank
+        blocks = (n, out_features // n, in_features // n)
+        if rank is None:
+            self.S = nn.Parameter(torch.empty(*blocks, **factory))
+            self.register_parameter("S_left", None)
+            self.register_parameter("S_right", None)
+        else:
+            self.register_parameter("S", None)
+            self.S_left = nn.Parameter(torch.empty(n, blocks[1], rank, **factory))
+            self.S_right = nn.Parameter(torch.empty(n, rank, blocks[2], **factory))
         if rule == "algebra-frozen":
             # A constant of the architecture, so not saved in checkpoints.
             self.register_buffer("A", torch.empty(n, n, n, **factory), persistent=False)
@@ -132,8 +146,17 @@ class PHMLinear(nn.Module):
                 # Var(H[block r,c]) = sum_i A_i[r,c]^2 Var(S) = Var(S), so S takes the
                 # dense layer's xavier-uniform distribution.
                 self.A.copy_(multiplication_rule(self.n))
-            bound = self.gain * math.sqrt(6.0 / (self.in_features + self.out_features))
-            nn.init.uniform_(self.S, -bound, bound)
+            if self.S is not None:
+                bound = self.gain * math.sqrt(6.0 / (self.in_features + self.out_features))
+                nn.init.uniform_(self.S, -bound, bound)
+            else:
+                # Entries of S_left_i @ S_right_i are sums of `rank` products of independent
+                # factor entries: factors of variance std / sqrt(rank) each give S_i the dense
+                # layer's xavier variance std^2 = 2 gain^2 / (in + out), whatever the rank.
+                std = self.gain * math.sqrt(2.0 / (self.in_features + self.out_features))
+                bound = math.sqrt(3.0 * std / math.sqrt(self.rank))
+                nn.init.uniform_(self.S_left, -bound, bound)
+                nn.init.uniform_(self.S_right, -bound, bound)
             self._reset_bias()
 
     def _reset_bias(self) -> None:
@@ -141,9 +164,22 @@ class PHMLinear(nn.Module):
             bound = 1.0 / math.sqrt(self.in_features)
             nn.init.uniform_(self.bias, -bound, bound)
 
+    def kronecker_factors(self) -> Tuple[Tensor, Tensor]:
+        """(A, S) of H = sum_i A_i kron S_i; S is built from its factors when the layer is low rank."""
+        if self.S is not None:
+            return self.A, self.S
+        return self.A, torch.matmul(self.S_left, self.S_right)
+
+    def factor_tensors(self) -> Tuple[Tensor, ...]:
+        """Every tensor that H is built from: A (possibly shared with other layers), S or its factors."""
+        if self.S is not None:
+            return self.A, self.S
+        return self.A, self.S_left, self.S_right
+
     def build_weight(self) -> Tensor:
-        """H (out_features, in_features), differentiable in A and S."""
-        return kronecker_sum(self.A, self.S)
+        """H (out_features, in_features), differentiable in A and S (or S's factors)."""
+        A, S = self.kronecker_factors()
+        return kronecker_sum(A, S)
 
     @property
     def weight(self) -> Tensor:
@@ -153,21 +189,18 @@ class PHMLinear(nn.Module):
         # do not tell: fairseq's Adam writes through .data, fused optimizers and
         # vector_to_parameters write without bumping them. Comparing with a copy reads 2/n of
         # H's size, nothing against the product with H that follows.
-        sources = self._weight_sources()
+        sources = self.factor_tensors()
         if self._cached_weight is None or not _same_values(sources, self._cache_sources):
             self._cached_weight = self.build_weight()
             self._cache_sources = tuple(t.detach().clone() for t in sources)
         return self._cached_weight
 
-    def _weight_sources(self) -> Tuple[Tensor, ...]:
-        """The tensors H is built from."""
-        return self.A, self.S
-
     def forward(self, input: Tensor) -> Tensor:
         if torch.jit.is_scripting():
             return F.linear(input, self.build_weight(), self.bias)
         if input.numel() <= self.factored_rows_limit() * self.in_features:
-            return kronecker_sum_linear(input, self.A, self.S, self.bias)
+            S = self.S if self.S is not None else (self.S_left, self.S_right)
+            return kronecker_sum_linear(input, self.A, S, self.bias)
         return F.linear(input, self.weight, self.bias)
 
     def factored_rows_limit(self) -> int:
@@ -193,15 +226,17 @@ class PHMLinear(nn.Module):
 
     def to_dense(self) -> nn.Linear:
         """An equivalent ``nn.Linear`` holding H, e.g. to run the model in stock fairseq."""
+        with torch.no_grad():
+            weight = self.build_weight()
         dense = nn.Linear(
             self.in_features,
             self.out_features,
             bias=self.bias is not None,
-            device=self.S.device,
-            dtype=self.S.dtype,
+            device=weight.device,
+            dtype=weight.dtype,
         )
         with torch.no_grad():
-            dense.weight.copy_(self.build_weight())
+            dense.weight.copy_(weight)
             if self.bias is not None:
                 dense.bias.copy_(self.bias)
         return dense
@@ -218,7 +253,7 @@ class PHMLinear(nn.Module):
         rule = self.rule if self.rule == "learned" else f"{self.rule} ({ALGEBRAS[self.n]})"
         return (
             f"in_features={self.in_features}, out_features={self.out_features}, n={self.n}, "
-            f"rule={rule}, bias={self.bias is not None}, "
+            f"rule={rule}, {f'rank={self.rank}, ' if self.rank is not None else ''}bias={self.bias is not None}, "
             f"params={params:,} ({params / self.dense_parameter_count:.3f}x dense)"
         )
 
@@ -252,16 +287,3 @@ class QuaternionLinear(PHMLinear):
             self.S[0] = modulus * torch.cos(phase)
             self.S[1:] = modulus * torch.sin(phase) * axis
             self._reset_bias()
-
-
-def _check_shape(in_features: int, out_features: int, n: int) -> None:
-    if not isinstance(n, int) or n < 1:
-        raise ValueError(f"PHM n must be a positive integer, got n={n!r}")
-    if in_features % n or out_features % n:
-        common = math.gcd(in_features, out_features)
-        divisors = [m for m in range(1, common + 1) if common % m == 0]
-        raise ValueError(
-            f"PHM layer {in_features}->{out_features}: n={n} must divide both "
-            f"in_features={in_features} and out_features={out_features}; "
-            f"n can be one of {divisors}"
-        )

@@ -1,32 +1,90 @@
-"""What every classification task of the plugin shares: labels, label files, complete batches.
+"""What every classification task of the plugin shares: the data directory, labels, batches.
 
 A data directory holds ``labels.txt`` (the label set, one a line, in a fixed order: label i is
 class i), ``SPLIT.label`` (one label a line, aligned with the split's examples) and the inputs
 as fairseq-preprocess writes them (``dict.txt``, ``SPLIT.bin``, ``SPLIT.idx``, in a subfolder
-per input where there are several). Subclasses assemble the batches; ``phm-evaluate`` scores
-any task built on this one.
+per input where there are several, all with one dictionary). A task says which inputs an example
+has (``INPUTS``) and how they reach the model (``net_input``); the rest is here, and
+``phm-evaluate`` scores any task built on this one.
 """
 
+import filecmp
 import logging
 import os
 
 import numpy as np
-from fairseq.data import SortDataset, StripTokenDataset, data_utils
+from fairseq.data import (
+    ConcatSentencesDataset,
+    Dictionary,
+    IdDataset,
+    NestedDictionaryDataset,
+    NumelDataset,
+    NumSamplesDataset,
+    RawLabelDataset,
+    SortDataset,
+    StripTokenDataset,
+    data_utils,
+)
 from fairseq.tasks import LegacyFairseqTask
 
 logger = logging.getLogger(__name__)
 
 
-class ClassificationTask(LegacyFairseqTask):
-    """A fairseq task whose targets are class indices into ``self.labels``."""
+def read_lines(path: str) -> list:
+    """The lines of a text file, split on "\\n" only: a stray "\\r" or a U+2028 inside a line is
+    part of it, as in the files that data-prep writes. A final newline is optional."""
+    with open(path, encoding="utf-8", newline="") as f:
+        lines = f.read().split("\n")
+    if lines[-1] == "":
+        lines.pop()  # what follows the final newline is no line
+    return lines
 
-    def __init__(self, args, labels):
+
+class ClassificationTask(LegacyFairseqTask):
+    """A fairseq task whose targets are class indices into ``self.labels``.
+
+    Subclasses set ``INPUTS`` (the subfolders of the data directory that hold an example's
+    sentences, "" for the directory itself), ``DATA`` and ``PREPARE`` (what the directory is and
+    how data-prep makes one, for the messages), and implement ``net_input``.
+    """
+
+    INPUTS = ("",)
+    DATA = "a classification data directory"
+    PREPARE = "bash data-prep/sva.sh"
+
+    @classmethod
+    def add_args(cls, parser):
+        inputs = ", ".join(f"{part}/" for part in cls.INPUTS if part) or "dict.txt, SPLIT.bin/.idx"
+        parser.add_argument(
+            "data", metavar="DIR", help=f"data directory made by data-prep ({inputs}, SPLIT.label, labels.txt)",
+        )
+
+    def __init__(self, args, dictionary, labels):
         super().__init__(args)
+        self.dictionary = dictionary
         self.labels = labels
         # Saved in checkpoints ("task_state"), so that a model is never scored against
         # labels in another order (see load_state_dict).
         self.state.add_factory("labels", lambda: list(self.labels))
         self.state.labels  # noqa: B018  (materialise it)
+
+    @classmethod
+    def setup_task(cls, args, **kwargs):
+        data = args.data
+        paths = [os.path.join(data, part, "dict.txt") for part in cls.INPUTS]
+        for path in paths:
+            if not os.path.isfile(path):
+                raise FileNotFoundError(
+                    f"{path} not found: {data} is not {cls.DATA} (make one with data-prep, e.g. "
+                    f"{cls.PREPARE} --out {data})"
+                )
+        for path in paths[1:]:
+            if not filecmp.cmp(paths[0], path, shallow=False):
+                raise ValueError(f"{paths[0]} and {path} differ: {' and '.join(cls.INPUTS)} must share one dictionary")
+        dictionary = Dictionary.load(paths[0])
+        labels = cls.read_labels(data)
+        logger.info(f"dictionary: {len(dictionary)} types; labels: {', '.join(labels)}")
+        return cls(args, dictionary, labels)
 
     @staticmethod
     def read_labels(data_dir: str) -> list:
@@ -36,9 +94,17 @@ class ClassificationTask(LegacyFairseqTask):
                 f"{path} not found: {data_dir} is not a classification data directory made by "
                 f"data-prep (it needs labels.txt, the label set in its fixed order)"
             )
-        with open(path, encoding="utf-8") as f:
-            labels = [line.strip() for line in f if line.strip()]
-        if len(labels) < 2 or len(set(labels)) != len(labels):
+        labels, first_line = [], {}
+        for number, line in enumerate(read_lines(path), start=1):
+            label = line.strip()
+            if not label:
+                continue
+            if label in first_line:
+                raise ValueError(f"{path}:{number}: label {label!r} again (it is on line {first_line[label]}); "
+                                 f"expected distinct labels, one a line")
+            first_line[label] = number
+            labels.append(label)
+        if len(labels) < 2:
             raise ValueError(f"{path}: expected two or more distinct labels, one a line; found {labels}")
         return labels
 
@@ -49,12 +115,11 @@ class ClassificationTask(LegacyFairseqTask):
             raise FileNotFoundError(f"{path} not found: the {split!r} split has no labels")
         index = {label: i for i, label in enumerate(self.labels)}
         targets = []
-        with open(path, encoding="utf-8") as f:
-            for number, line in enumerate(f, start=1):
-                label = line.strip()
-                if label not in index:
-                    raise ValueError(f"{path}:{number}: unknown label {label!r} (labels.txt has {', '.join(self.labels)})")
-                targets.append(index[label])
+        for number, line in enumerate(read_lines(path), start=1):
+            label = line.strip()
+            if label not in index:
+                raise ValueError(f"{path}:{number}: unknown label {label!r} (labels.txt has {', '.join(self.labels)})")
+            targets.append(index[label])
         if len(targets) != expected:
             raise ValueError(f"{path} has {len(targets)} labels for {expected} examples")
         return np.array(targets, dtype=np.int64)
@@ -67,6 +132,30 @@ class ClassificationTask(LegacyFairseqTask):
         if dataset is None:
             raise FileNotFoundError(f"{path}.bin/.idx not found: the data directory has no {split!r} split")
         return StripTokenDataset(dataset, self.dictionary.eos())
+
+    def net_input(self, sentences: dict) -> dict:
+        """The batch's ``net_input`` datasets, from the sentences of each of ``INPUTS``."""
+        raise NotImplementedError
+
+    def load_dataset(self, split, epoch=1, combine=False, **kwargs):
+        sentences = {part: self.load_sentences(split, part) for part in self.INPUTS}
+        counts = {part: len(dataset) for part, dataset in sentences.items()}
+        if len(set(counts.values())) > 1:
+            raise ValueError(f"{split}: the inputs differ in length: "
+                             + ", ".join(f"{count} {part} sentences" for part, count in counts.items()))
+        examples = counts[self.INPUTS[0]]
+        sizes = np.maximum.reduce([dataset.sizes for dataset in sentences.values()])
+        dataset = NestedDictionaryDataset(
+            {
+                "id": IdDataset(),
+                "net_input": self.net_input(sentences),
+                "target": RawLabelDataset(self.read_targets(split, examples)),
+                "nsentences": NumSamplesDataset(),
+                "ntokens": NumelDataset(ConcatSentencesDataset(*sentences.values()), reduce=True),
+            },
+            sizes=[sizes],
+        )
+        return self.set_dataset(split, dataset, sizes, epoch)
 
     def set_dataset(self, split: str, dataset, sizes: np.ndarray, epoch: int = 1):
         """Makes ``dataset`` the split, in batches of similar lengths (less padding), shuffled

@@ -12,23 +12,10 @@ model that maps the batch to logits trains with the ``classification`` criterion
 by ``phm-evaluate``.
 """
 
-import logging
-import os
-
-from fairseq.data import (
-    Dictionary,
-    IdDataset,
-    NestedDictionaryDataset,
-    NumelDataset,
-    NumSamplesDataset,
-    RawLabelDataset,
-    RightPadDataset,
-)
+from fairseq.data import NumelDataset, RightPadDataset
 from fairseq.tasks import register_task
 
 from .classification import ClassificationTask
-
-logger = logging.getLogger(__name__)
 
 
 @register_task("sentence_classification")
@@ -36,42 +23,13 @@ class SentenceClassificationTask(ClassificationTask):
     """Batches hold ``net_input = {src_tokens, src_lengths}`` (right-padded, without the
     end-of-sentence token) and ``target`` (class indices into labels.txt)."""
 
-    @staticmethod
-    def add_args(parser):
-        parser.add_argument(
-            "data", metavar="DIR", help="data directory made by data-prep (dict.txt, SPLIT.bin/.idx, SPLIT.label, labels.txt)",
-        )
+    INPUTS = ("",)
+    DATA = "a sentence classification data directory"
+    PREPARE = "bash data-prep/sva.sh"
 
-    def __init__(self, args, dictionary, labels):
-        super().__init__(args, labels)
-        self.dictionary = dictionary
-
-    @classmethod
-    def setup_task(cls, args, **kwargs):
-        path = os.path.join(args.data, "dict.txt")
-        if not os.path.isfile(path):
-            raise FileNotFoundError(
-                f"{path} not found: {args.data} is not a sentence classification data directory "
-                f"(make one with data-prep, e.g. bash data-prep/sva.sh --dest {args.data})"
-            )
-        dictionary = Dictionary.load(path)
-        labels = cls.read_labels(args.data)
-        logger.info(f"dictionary: {len(dictionary)} types; labels: {', '.join(labels)}")
-        return cls(args, dictionary, labels)
-
-    def load_dataset(self, split, epoch=1, combine=False, **kwargs):
-        sentences = self.load_sentences(split)
-        dataset = NestedDictionaryDataset(
-            {
-                "id": IdDataset(),
-                "net_input": {
-                    "src_tokens": RightPadDataset(sentences, pad_idx=self.dictionary.pad()),
-                    "src_lengths": NumelDataset(sentences, reduce=False),
-                },
-                "target": RawLabelDataset(self.read_targets(split, len(sentences))),
-                "nsentences": NumSamplesDataset(),
-                "ntokens": NumelDataset(sentences, reduce=True),
-            },
-            sizes=[sentences.sizes],
-        )
-        return self.set_dataset(split, dataset, sentences.sizes, epoch)
+    def net_input(self, sentences: dict) -> dict:
+        (tokens,) = sentences.values()
+        return {
+            "src_tokens": RightPadDataset(tokens, pad_idx=self.dictionary.pad()),
+            "src_lengths": NumelDataset(tokens, reduce=False),
+        }

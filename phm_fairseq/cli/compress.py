@@ -1,0 +1,328 @@
+"""phm-compress: the nearest PHM or quaternion Transformer to a trained dense one, as a checkpoint.
+
+    phm-compress checkpoints/dense/checkpoint_best.pt --arch phm_transformer_iwslt --phm-n 4 --out phm_n4.pt
+    phm-compress dense.pt --arch quaternion_transformer_partial_iwslt --out quaternion_partial.pt
+    phm-compress dense.pt --arch phm_transformer_demo --phm-n 2 --encoder-layers 1 ... --out phm_n2.pt
+
+DENSE.pt is a fairseq translation checkpoint of the plugin's dense twin (transformer_twin_*) or
+of fairseq's own transformer (transformer, transformer_iwslt_de_en, ...). Every linear map that
+--arch makes hypercomplex gets the nearest weights to the dense one (a learned PHM rule: the
+nearest sum of n Kronecker products; an algebra rule or quaternion layer: the least-squares
+component weights for that rule; a fused Q/K/V projection: q, k and v stacked); everything else
+(embeddings, positions, layer norms, biases, the output projection) is copied exactly.
+
+The model keeps the dense model's sizes. When --arch's own sizes differ, pass the checkpoint's
+(the size flags below): they must match it, and fine-tuning needs the same flags. The output is
+a fairseq checkpoint of --arch without optimizer state: fairseq-generate loads it, and
+    fairseq-train DATA --user-dir PLUGIN --arch ARCH [the same model flags] --finetune-from-model OUT ...
+fine-tunes it. A per-layer table of relative errors ||W - H||_F / ||W||_F and the parameter
+counts go to stdout (--json: one JSON line instead).
+"""
+
+import argparse
+import copy
+import json
+import logging
+import os
+import sys
+import warnings
+
+import torch
+
+import phm_fairseq  # noqa: F401  (registers the plugin's models; safe checkpoint loading)
+from phm_fairseq.checkpoints import mark_plugin_checkpoint
+from phm_fairseq.models.compress import CompressionError, compress_into, total_relative_error
+from phm_fairseq.modules import RULES, count_parameters
+
+PLUGIN_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+HYPERCOMPLEX_KINDS = ("phm", "quaternion")
+SIZE_KEYS = tuple(f"{side}_{key}" for side in ("encoder", "decoder")
+                  for key in ("layers", "embed_dim", "ffn_embed_dim", "attention_heads"))
+# The target's own flags: the architecture decides them, not the dense model's arguments.
+HYPERCOMPLEX_KEYS = ("linear_kind", "phm_n", "phm_rule", "phm_rank", "phm_shared_rule", "qkv_projection", "dense_ffn",
+                     "quaternion_attention")
+GIVEN_KEYS = ("phm_n", "phm_rule", "phm_rank", "qkv_projection", "dense_ffn", "quaternion_attention")
+
+
+def flag(key: str) -> str:
+    return "--" + key.replace("_", "-")
+
+
+def architecture_kind(arch: str, model_args=None):
+    """"dense", "phm" or "quaternion" for the translation Transformers that phm-compress reads and
+    writes, None for any other architecture: the plugin's architecture table (or a checkpoint's
+    --linear-kind) and fairseq's own transformer architectures (dense)."""
+    from fairseq.models import ARCH_MODEL_NAME_REGISTRY
+
+    from phm_fairseq.models.transformer import ARCHITECTURES
+
+    if arch in ARCHITECTURES:
+        return getattr(model_args, "linear_kind", None) or ARCHITECTURES[arch][0]
+    return "dense" if ARCH_MODEL_NAME_REGISTRY.get(arch) == "transformer" else None
+
+
+def architectures(kind: str) -> list:
+    from fairseq.models import ARCH_MODEL_REGISTRY
+
+    return sorted(arch for arch in ARCH_MODEL_REGISTRY if architecture_kind(arch) == kind)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="phm-compress", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
+        allow_abbrev=False,
+    )
+    parser.add_argument("checkpoint", metavar="DENSE.pt", help="trained dense fairseq translation checkpoint")
+    parser.add_argument("--arch", required=True,
+                        help="target architecture: phm_transformer_* or quaternion_transformer_*")
+    parser.add_argument("--out", required=True, metavar="PHM.pt", help="checkpoint to write")
+    parser.add_argument("--data", metavar="DIR", help="the binarized data directory, if it moved since training "
+                                                      "(the dictionaries are read from it)")
+    parser.add_argument("--force", action="store_true", help="overwrite --out if it exists")
+    parser.add_argument("--json", action="store_true", help="print the report as one JSON line")
+    model = parser.add_argument_group("target model (the flags phm-compress can honour)")
+    model.add_argument("--phm-n", type=int, metavar="N",
+                       help="PHM architectures: number of Kronecker products (default: the architecture's, 4)")
+    model.add_argument("--phm-rule", choices=RULES,
+                       help="PHM architectures: learned (default: the nearest sum of N Kronecker products), "
+                            "algebra-init or algebra-frozen (A is the algebra's rule, S fitted to it)")
+    model.add_argument("--phm-rank", type=int, metavar="R",
+                       help="PHM architectures: each S_i of rank R (its nearest rank-R factors; default: full rank)")
+    model.add_argument("--qkv-projection", choices=["fused", "separate"],
+                       help="self-attention Q, K, V as one projection (fused: q, k, v stacked) or three")
+    model.add_argument("--dense-ffn", action="store_true", default=None,
+                       help="keep the feed-forward layers dense (copied exactly)")
+    model.add_argument("--quaternion-attention", action="store_true", default=None, help=argparse.SUPPRESS)
+    sizes = parser.add_argument_group("sizes (must equal the checkpoint's; needed where --arch's own differ)")
+    for key in SIZE_KEYS:
+        sizes.add_argument(flag(key), dest=key, type=int, metavar="N")
+    return parser
+
+
+def parse_args(argv):
+    parser = build_parser()
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:
+        parser.error(
+            f"cannot honour {' '.join(unknown)}: phm-compress sets only the architecture, its hypercomplex "
+            f"flags ({', '.join(flag(k) for k in GIVEN_KEYS[:-1])}) and sizes equal to the "
+            f"checkpoint's; give training options to fairseq-train when fine-tuning"
+            + ("; a shared rule (one A for many layers) is not fitted: compress without it and fine-tune"
+               if any(u.startswith("--phm-shared-rule") for u in unknown) else "")
+        )
+    return args
+
+
+def check_target(args) -> dict:
+    """The model flags given on the command line, once the target can honour them all."""
+    kind = architecture_kind(args.arch)
+    if kind not in HYPERCOMPLEX_KINDS:
+        what = {None: "not a translation Transformer architecture", "dense": "a dense architecture"}[kind]
+        targets = ", ".join(arch for kind in HYPERCOMPLEX_KINDS for arch in architectures(kind))
+        raise CompressionError(f"--arch {args.arch} is {what}; phm-compress writes one of {targets}")
+    if args.quaternion_attention:
+        raise CompressionError(
+            "--quaternion-attention cannot be honoured: its attention (four softmaxes over Hamilton-product "
+            "logits) is another function than the dense model's, so no weights approximate it. Compress "
+            "without it"
+        )
+    given = {key: value for key, value in vars(args).items() if key in GIVEN_KEYS + SIZE_KEYS and value is not None}
+    if kind != "phm":
+        for key in ("phm_n", "phm_rule", "phm_rank"):
+            if key in given:
+                raise CompressionError(f"{flag(key)} applies to phm_transformer architectures; {args.arch}'s "
+                                       f"quaternion layers have n = 4 and Hamilton's rule")
+    return given
+
+
+def _get(config, key):
+    """A key of a fairseq configuration section (dict, DictConfig or Namespace)."""
+    if config is None:
+        return None
+    return config.get(key) if hasattr(config, "get") else getattr(config, key, None)
+
+
+def read_checkpoint(path: str, data):
+    """The checkpoint's state (fairseq's upgraded form), once it is known to be a dense translation Transformer."""
+    from fairseq import checkpoint_utils, tasks
+    from fairseq.models import ARCH_MODEL_NAME_REGISTRY
+    from fairseq.tasks.translation import TranslationTask
+
+    if not os.path.isfile(path):
+        raise CompressionError(f"{path}: no such checkpoint file")
+    try:
+        raw = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as error:  # not a torch file, or one that needs unsafe unpickling
+        raise CompressionError(f"{path}: not a checkpoint that can be loaded safely ({type(error).__name__}: "
+                            f"{str(error).splitlines()[0] if str(error) else ''})") from None
+    if not isinstance(raw, dict) or "model" not in raw or (raw.get("cfg") is None and raw.get("args") is None):
+        raise CompressionError(f"{path}: not a fairseq training checkpoint (it has no model and configuration)")
+    del raw
+    state = checkpoint_utils.load_checkpoint_to_cpu(path, arg_overrides={"data": data} if data else None)
+    cfg = state["cfg"]
+    task_name = _get(cfg.task, "_name") or _get(cfg.task, "task")
+    model_cfg = cfg.model
+    arch = _get(model_cfg, "arch") or _get(model_cfg, "_name")
+    task = tasks.TASK_REGISTRY.get(task_name)
+    if task is None or not issubclass(task, TranslationTask):
+        raise CompressionError(f"{path} holds a model for task {task_name!r} (arch {arch!r}); phm-compress compresses "
+                            f"translation Transformers (task translation)")
+    if architecture_kind(arch, model_cfg) != "dense" or not isinstance(model_cfg, argparse.Namespace):
+        raise CompressionError(
+            f"{path} holds a {ARCH_MODEL_NAME_REGISTRY.get(arch, arch)!r} model (arch {arch!r}); phm-compress takes "
+            f"a dense Transformer: the plugin's dense twin (transformer_twin_*) or fairseq's transformer "
+            f"(transformer, transformer_iwslt_de_en, transformer_wmt_en_de, ...)"
+        )
+    return state
+
+
+def check_sizes(path: str, dense_args, arch: str, given: dict) -> None:
+    """Refuses an architecture whose sizes (with the given size flags) are not the checkpoint's."""
+    from fairseq.models import ARCH_CONFIG_REGISTRY
+
+    def sizes(name, flags):
+        args = argparse.Namespace(**flags)
+        ARCH_CONFIG_REGISTRY[name](args)
+        return {key: getattr(args, key) for key in SIZE_KEYS}
+
+    ours = {key: getattr(dense_args, key, None) for key in SIZE_KEYS}
+    requested = sizes(arch, {key: value for key, value in given.items() if key in SIZE_KEYS})
+    if requested == ours:
+        return
+    differ = ", ".join(f"{flag(key)} {ours[key]} against {requested[key]}"
+                       for key in SIZE_KEYS if ours[key] != requested[key])
+    kind = architecture_kind(arch)
+    same = [name for name in architectures(kind) if sizes(name, {}) == ours]
+    sizes_flags = " ".join(f"{flag(key)} {ours[key]}" for key in SIZE_KEYS if ours[key] != sizes(arch, {})[key])
+    raise CompressionError(
+        f"{path} ({dense_args.arch}) has other sizes than {arch}: {differ}. "
+        + (f"{', '.join(same)} {'has' if len(same) == 1 else 'have'} the checkpoint's sizes; or " if same
+           else f"No {kind} architecture has them: ")
+        + f"give them with the architecture (--arch {arch} {sizes_flags}), and to fairseq-train when fine-tuning"
+    )
+
+
+def target_args(dense_args, arch: str, given: dict, data: str):
+    """The dense model's arguments with only the architecture and its hypercomplex flags changed."""
+    args = copy.deepcopy(dense_args)
+    for key in HYPERCOMPLEX_KEYS:
+        if hasattr(args, key):
+            delattr(args, key)
+    args.arch = args._name = arch
+    args.data = data
+    for key, value in given.items():
+        setattr(args, key, value)
+    mark_plugin_checkpoint(args)
+    return args
+
+
+def compress(args, progress=True) -> dict:
+    """Does the work of the command; returns its report. Raises CompressionError on bad input."""
+    from fairseq import checkpoint_utils
+    from omegaconf import OmegaConf
+    from tqdm import tqdm
+
+    given = check_target(args)
+    if os.path.isdir(args.out):
+        raise CompressionError(f"--out {args.out} is a directory: name the checkpoint file to write")
+    if os.path.exists(args.out):
+        if not args.force:
+            raise CompressionError(f"--out {args.out} exists: pass --force to overwrite it")
+        if os.path.exists(args.checkpoint) and os.path.samefile(args.out, args.checkpoint):
+            raise CompressionError(f"--out {args.out} is the dense checkpoint itself: write elsewhere")
+    state = read_checkpoint(args.checkpoint, args.data)
+    cfg = state["cfg"]
+    dense_args = cfg.model
+    check_sizes(args.checkpoint, dense_args, args.arch, given)
+    data = args.data or _get(cfg.task, "data")
+    if not data or not os.path.isdir(str(data).split(os.pathsep)[0]):
+        raise CompressionError(
+            f"--data {data}: no such directory" if args.data else
+            f"the checkpoint's data directory {data!r} does not exist here: pass --data DIR, the binarized data "
+            f"(fairseq-preprocess's output) that the model was trained on"
+        )
+    try:
+        models, cfg, task = checkpoint_utils.load_model_ensemble_and_task([args.checkpoint], state=state)
+    except (RuntimeError, FileNotFoundError) as error:  # e.g. the dictionaries of another data directory
+        raise CompressionError(f"{args.checkpoint} cannot be loaded with the data in {data}: {error}") from None
+    dense = models[0].eval()
+    new_args = target_args(dense_args, args.arch, given, data)
+    try:
+        target = task.build_model(new_args).eval()
+    except ValueError as error:  # flags the architecture refuses, e.g. an n that does not divide the sizes
+        raise CompressionError(str(error)) from None
+
+    layers = compress_into(dense, target, progress=lambda layers: tqdm(
+        layers, desc="compressing", unit="layer", disable=None if progress else True))  # None: off unless a terminal
+    before, after = count_parameters(dense), count_parameters(target)
+    report = {
+        "checkpoint": args.checkpoint, "dense_arch": dense_args.arch, "out": args.out, "arch": args.arch,
+        "layers": [layer.as_dict() for layer in layers], "relative_error": total_relative_error(layers),
+        "parameters": {"dense": before.as_dict(), "compressed": after.as_dict()},
+        # what the fine-tuning command must say besides the dense model's own flags
+        "model_flags": ["--arch", args.arch, *(part for key, value in given.items() for part in _as_flag(key, value))],
+    }
+
+    checkpoint = {
+        "args": None,
+        "cfg": {**OmegaConf.to_container(cfg, resolve=True, enum_to_str=True), "model": new_args},
+        "model": target.state_dict(),
+        "criterion": None,
+        # not trained yet: no optimizer state, no updates; fine-tuning starts a fresh optimizer
+        "optimizer_history": [{**state["optimizer_history"][-1], "lr_scheduler_state": {}, "num_updates": 0}],
+        "task_state": state.get("task_state", {}),
+        "extra_state": {"train_iterator": {"version": 2, "epoch": 1, "iterations_in_epoch": 0, "shuffle": True},
+                        "previous_training_time": 0.0},
+        "phm_compress": {key: value for key, value in report.items() if key != "out"},
+    }
+    checkpoint["cfg"]["task"]["data"] = data
+    directory = os.path.dirname(os.path.abspath(args.out))
+    os.makedirs(directory, exist_ok=True)
+    partial = os.path.join(directory, f".{os.path.basename(args.out)}.partial")
+    torch.save(checkpoint, partial)
+    os.replace(partial, args.out)  # never a half-written checkpoint under --out
+    return report
+
+
+def _as_flag(key, value) -> list:
+    return [flag(key)] if value is True else [flag(key), str(value)]
+
+
+def format_report(report: dict) -> str:
+    layers = report["layers"]
+    width = max(len("layer"), *(len(layer["name"]) for layer in layers))
+    shape = lambda layer: f"{layer['out_features']} x {layer['in_features']}"  # noqa: E731
+    lines = [
+        f"{report['checkpoint']} ({report['dense_arch']}) -> {report['out']} ({report['arch']})",
+        f"{'layer':<{width}}  {'shape':>11}  {'n':>2}  {'kind':<18}  {'rel. error':>10}",
+    ]
+    lines += [f"{layer['name']:<{width}}  {shape(layer):>11}  {layer['n']:>2}  {layer['kind']:<18}  "
+              f"{layer['relative_error']:>10.4f}" for layer in layers]
+    lines.append(f"{'all these weights together':<{width + 39}}  {report['relative_error']:>10.4f}")
+    dense, compressed = report["parameters"]["dense"], report["parameters"]["compressed"]
+    lines.append(f"\n{'parameters':<20}{'dense':>14}{'compressed':>14}{'ratio':>8}")
+    for name, key in (("all", "total"), ("without embeddings", "without_embeddings")):
+        lines.append(f"{name:<20}{dense[key]:>14,}{compressed[key]:>14,}{compressed[key] / max(dense[key], 1):>7.3f}x")
+    lines.append(
+        f"\nTo fine-tune: the dense model's fairseq-train command with {' '.join(report['model_flags'])} "
+        f"(and --user-dir {PLUGIN_DIR} if it has none), --finetune-from-model {report['out']} and a new --save-dir"
+    )
+    return "\n".join(lines)
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    # fairseq logs to the root logger: keep stdout for the report
+    logging.basicConfig(stream=sys.stderr, level=logging.WARNING, force=True)
+    warnings.filterwarnings("ignore", message=".pin_memory. argument is set as true but no accelerator")
+    try:
+        report = compress(args, progress=not args.json)
+    except CompressionError as error:
+        print(f"phm-compress: error: {error}", file=sys.stderr)
+        return 2
+    print(json.dumps(report) if args.json else format_report(report))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,16 @@
+"""The experiment runner behind phm-run and phm-collect (docs/experiments.md).
+
+- config.py: the config schema, ``extends``, complete checking (``load_config`` -> ``Config``)
+- commands.py: running fairseq's and the configs' commands (output shown and kept in logs);
+  fairseq's own parsers on a config's options
+- logs.py: fairseq's ``--log-format json`` records
+- fingerprint.py: the config values a run's checkpoints were trained with
+- runner.py: one run = prepare -> (teacher, distill, init) -> train -> evaluate -> result.json
+- distill.py: sequence-level distillation data from a teacher run
+- evaluation.py: BLEU (fairseq-generate + sacrebleu) and accuracy (phm-evaluate)
+- results.py: result.json's typed schema, written by phm-run and read by phm-collect
+- report.py: phm-collect's tables and plots
+"""
+
+from .config import Config, ConfigError, expand, load_config  # noqa: F401
+from .results import Result  # noqa: F401

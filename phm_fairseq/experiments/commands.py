@@ -1,0 +1,152 @@
+"""The commands phm-run runs (fairseq's, the plugin's, a config's own), and fairseq's checks of a
+config's options before anything runs.
+
+Every command's output is shown as it comes and kept in the run's log file; stdout and stderr
+are read as bytes and split on "\\n" only.
+"""
+
+import contextlib
+import io
+import os
+import shlex
+import subprocess
+import sys
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+
+from .config import ConfigError, fill
+
+PLUGIN_DIR = Path(__file__).resolve().parent.parent  # passed to fairseq as --user-dir
+# the data path given to fairseq's parsers when checking: they only parse, they read no data
+PARSE_ONLY_DATA = "DATA"
+
+
+def options(mapping: dict, fields: dict = None) -> list:
+    """{"max-tokens": 4096, "share-all-embeddings": True} -> ["--max-tokens", "4096", "--share-all-embeddings"]"""
+    args = []
+    for key, value in mapping.items():
+        if value is None or value is False:
+            continue
+        args.append(f"--{key}")
+        if value is not True:
+            args.append(fill(value, fields or {}))
+    return args
+
+
+class CommandFailed(RuntimeError):
+    def __init__(self, command: list, returncode: int, log: Path, stderr_tail: list):
+        self.command, self.returncode, self.log, self.stderr_tail = command, returncode, log, stderr_tail
+        super().__init__(f"`{shlex.join(command)}` failed with exit code {returncode} (its output: {log})")
+
+
+@dataclass
+class Finished:
+    command: list
+    returncode: int
+    stdout: str
+    stderr: str
+    stderr_tail: list  # its last lines on stderr
+
+    @property
+    def output(self) -> str:
+        """stdout, then stderr: where fairseq's log records are depends on how logging was set up
+        before the command configured it"""
+        return self.stdout + self.stderr
+
+
+def environment() -> dict:
+    # the commands of this Python environment (fairseq-train, sacremoses, ...) come first, so
+    # that runs and data preparation use the installation the runner belongs to
+    return {**os.environ, "PATH": os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])}
+
+
+def run(command: list, log: Path, check: bool = True, quiet: bool = False, tail: int = 20) -> Finished:
+    """Runs ``command``, showing its output as it comes (unless ``quiet``: then only its stderr)
+    and keeping it in ``log``. Raises CommandFailed on a nonzero exit when ``check``; else the
+    caller decides."""
+    print(f"$ {shlex.join(command)}", flush=True)
+    stdout, stderr = [], []
+    lock = threading.Lock()
+    try:
+        process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=environment())
+    except OSError as error:  # e.g. a command that is not installed
+        raise CommandFailed(command, 127, log, [str(error)]) from None
+    with open(log, "a", encoding="utf-8") as log_file, process:
+        log_file.write(f"$ {shlex.join(command)}\n")
+
+        def pump(stream, lines, console):
+            for raw in iter(stream.readline, b""):  # readline splits on b"\n" only
+                line = raw.decode("utf-8", errors="replace")
+                with lock:
+                    console.write(line)
+                    console.flush()
+                    log_file.write(line)
+                lines.append(line)
+
+        threads = [threading.Thread(target=pump, args=(process.stderr, stderr, sys.stderr), daemon=True)]
+        threads[0].start()
+        pump(process.stdout, stdout, io.StringIO() if quiet else sys.stdout)
+        threads[0].join()
+        process.wait()
+    stderr_tail = [line.rstrip("\n") for line in stderr[-tail:]]
+    if check and process.returncode:
+        raise CommandFailed(command, process.returncode, log, stderr_tail)
+    return Finished(command, process.returncode, "".join(stdout), "".join(stderr), stderr_tail)
+
+
+def run_shell(command: str, log: Path) -> Finished:
+    """A config's own command (prepare, init): a bash command line, so that `a && b` works."""
+    return run(["bash", "-c", command], log)
+
+
+def _parse(parser_name: str, args: list, what: str, given: dict) -> str:
+    """Runs fairseq's own parser on ``args``; returns its error message, or None. ``given``: the
+    config's options, to name the closest known option of one that fairseq does not know."""
+    import difflib
+
+    from fairseq import options as fairseq_options
+
+    parser = getattr(fairseq_options, parser_name)()
+    captured = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(captured):
+            fairseq_options.parse_args_and_arch(parser, input_args=args)
+    except SystemExit as exit:
+        if not exit.code:
+            return None
+        lines = [line for line in captured.getvalue().split("\n") if line.strip()]
+        message = lines[-1].split(" error: ", 1)[-1] if lines else str(exit)
+        known = [option[2:] for option in parser._option_string_actions if option.startswith("--")]
+        hints = []
+        for key in given if message.startswith("unrecognized arguments") else ():
+            if key not in known:
+                match = difflib.get_close_matches(key, known, n=1, cutoff=0.75)
+                close = f" (did you mean {match[0]!r}?)" if match else ""
+                hints.append(f"{what}.{key} is not a fairseq option{close}")
+        return f"{what}: fairseq rejects the options: {message}" + "".join(f"; {hint}" for hint in hints)
+    except Exception as error:  # e.g. a value that an option's type refuses deep in fairseq
+        return f"{what}: fairseq rejects the options: {type(error).__name__}: {error}"
+    return None
+
+
+def check_with_fairseq(config, fields: dict, extra_train: list = ()) -> None:
+    """fairseq-train's and fairseq-generate's own parsers on the config's options, with the plugin
+    imported: unknown options, bad values and unknown architectures are found before anything
+    runs. Nothing is built and no data is read (the data may not be prepared yet)."""
+    import phm_fairseq  # noqa: F401  (registers the plugin's models, tasks and criterions)
+
+    problems = []
+    train = [PARSE_ONLY_DATA, "--user-dir", str(PLUGIN_DIR), *extra_train, *options(config.train, fields)]
+    problems.append(_parse("get_training_parser", train, "train", config.train))
+    if config.evaluate.kind == "bleu":
+        generate = [PARSE_ONLY_DATA, "--user-dir", str(PLUGIN_DIR), "--path", "checkpoint.pt",
+                    *options(config.evaluate.generate, fields)]
+        problems.append(_parse("get_generation_parser", generate, "evaluate.generate", config.evaluate.generate))
+    if config.distill:
+        generate = [PARSE_ONLY_DATA, "--user-dir", str(PLUGIN_DIR), "--path", "checkpoint.pt",
+                    *options(config.distill, fields)]
+        problems.append(_parse("get_generation_parser", generate, "distill", config.distill))
+    problems = [p for p in problems if p]
+    if problems:
+        raise ConfigError(f"{config.path}:\n" + "\n".join(f"  {problem}" for problem in problems))

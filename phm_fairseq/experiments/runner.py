@@ -1,0 +1,355 @@
+"""One run: a config and a seed -> prepare, (teacher, distill, init), train, evaluate -> result.json.
+
+A run lives in RUNS/<config path under configs/, without .yaml>/seed<S>/:
+
+    checkpoints/       fairseq-train's checkpoints, and fingerprint.json (the config that trained them)
+    prepare.log, init.log, train.log, evaluate.log    every command with its output
+    hypotheses.txt     the evaluated translations (hypotheses.epochN.txt for evaluate.epochs)
+    result.json        the record (results.Result), written last
+    distill/           distilled training data made from this run as a teacher (distill.py)
+
+A run whose result.json has the config's every value is done. Otherwise it goes on where it
+stopped: checkpoints of the same fingerprint are resumed (fairseq-train's own resume), a
+finished training is only re-evaluated; checkpoints of another fingerprint are refused.
+"""
+
+import shlex
+import shutil
+import time
+from pathlib import Path
+
+from . import commands, evaluation
+from .commands import CommandFailed, PLUGIN_DIR, options
+from .config import Config, fill, load_config
+from .distill import distilled_data
+from .fingerprint import Fingerprint
+from .logs import TrainingLog
+from .results import (Environment, ExitAfterTraining, Init, Parameters, Result, ResultError, Teacher, Training,
+                      from_json)
+
+CHECKPOINTS = "checkpoints"
+BEST = "checkpoint_best.pt"
+# what --force removes: only what phm-run made (the data and prepare.log stay)
+MADE_BY_PHM_RUN = ("result.json", "train.log", "evaluate.log", "init.log", "hypotheses*.txt", "distill")
+
+
+class RunError(RuntimeError):
+    pass
+
+
+def run_directory(config_path: Path, runs_dir: Path, seed) -> Path:
+    parts = Path(config_path).resolve().with_suffix("").parts
+    relative = parts[len(parts) - parts[::-1].index("configs"):] if "configs" in parts else parts[-1:]
+    return Path(runs_dir).joinpath(*relative, f"seed{seed}")
+
+
+def is_prepared(data: Path) -> bool:
+    """data-prep scripts write prep.json last; data binarized by hand has its dictionaries."""
+    return (data / "prep.json").exists() or any(data.glob("dict*.txt")) or any(data.glob("*/dict*.txt"))
+
+
+def saved_updates(checkpoint: Path):
+    """The update count stored in a fairseq checkpoint; None where it cannot be read."""
+    import torch
+
+    import phm_fairseq.checkpoints  # noqa: F401  (safe loading of the plugin's checkpoints)
+
+    try:
+        state = torch.load(checkpoint, map_location="cpu", weights_only=True, mmap=True)
+        return int(state["optimizer_history"][-1]["num_updates"])
+    except Exception:  # missing, truncated, or not a fairseq checkpoint: nothing to vouch for
+        return None
+
+
+def count_parameters_of(checkpoint: Path, module=None) -> Parameters:
+    """Counts of the trained model (see phm_fairseq.modules.count_parameters), and of one of its
+    submodules when ``module`` names one (Table 1 counts the LSTM encoder, Table 5 the layers)."""
+    from fairseq import checkpoint_utils
+
+    import phm_fairseq  # noqa: F401  (registers the models the checkpoint names)
+    from phm_fairseq.modules import count_parameters
+
+    models, _cfg, _task = checkpoint_utils.load_model_ensemble_and_task([str(checkpoint)])
+    counts = count_parameters(models[0]).as_dict()
+    if module:
+        counts["module"] = {"name": module, **count_parameters(models[0].get_submodule(module)).as_dict()}
+    return from_json(Parameters, counts)
+
+
+class Runner:
+    """Runs configs into RUNS; a config's teacher is run first (same seed) when it is not done."""
+
+    def __init__(self, runs_dir: Path, force: bool = False):
+        self.runs_dir = Path(runs_dir)
+        self.force = force
+        self.done = {}  # (config path, seed) -> Result, in this process
+
+    def fingerprint(self, config: Config) -> Fingerprint:
+        teacher = self.fingerprint(load_config(config.teacher).with_seed(config.seed)) if config.teacher else None
+        return Fingerprint.of(config, teacher)
+
+    def run(self, config: Config, seed=None, force=None) -> Result:
+        config = config.with_seed(seed)
+        force = self.force if force is None else force
+        if (config.path, config.seed) in self.done:
+            return self.done[config.path, config.seed]
+        name = config.path.name
+        run_dir = run_directory(config.path, self.runs_dir, config.seed)
+        teacher_config = None
+        if config.teacher:
+            teacher_config = load_config(config.teacher).with_seed(config.seed)
+            print(f"== {name}: its teacher {teacher_config.path.name} (seed {config.seed}) first", flush=True)
+            self.run(teacher_config, force=False)
+        fields = {"data": config.data, "run": str(run_dir)}
+        if teacher_config:
+            fields["teacher"] = str(run_directory(teacher_config.path, self.runs_dir, config.seed))
+        fingerprint = self.fingerprint(config)
+
+        result_path = run_dir / "result.json"
+        if force:
+            clean(run_dir, config, fields)
+        previous = self._previous(result_path)
+        if previous and previous.config_sha256 == config.sha256:
+            print(f"== {name}: done already ({result_path})", flush=True)
+            self.done[config.path, config.seed] = previous
+            return previous
+        if previous and previous.fingerprint is None and adopt_legacy(previous, config, fields, run_dir, fingerprint):
+            previous.fingerprint = fingerprint.sha256  # trained by this config: evaluated again below
+        check_checkpoints(run_dir, fingerprint, config)
+        run_dir.mkdir(parents=True, exist_ok=True)
+
+        prepared = None
+        if not is_prepared(Path(config.data)):
+            if not config.prepare:
+                raise RunError(f"{config.path}: {config.data} holds no fairseq data and the config has no "
+                               "`prepare` command")
+            prepared = fill(config.prepare, fields)
+            print(f"== {name}: preparing {config.data}", flush=True)
+            commands.run_shell(prepared, run_dir / "prepare.log")
+
+        if previous and previous.fingerprint == fingerprint.sha256:
+            print(f"== {name}: trained already (the same training fingerprint): evaluating again", flush=True)
+            training, init, distillation = previous.training, previous.init, previous.distillation
+        else:
+            distillation, train_data = None, config.data
+            if config.distill is not None:
+                folder, distillation = distilled_data(config, teacher_config, Path(fields["teacher"]),
+                                                      self.fingerprint(teacher_config).sha256)
+                train_data = str(folder)
+            fingerprint.write(run_dir / CHECKPOINTS, config.path)
+            init = self._init(config, fields, run_dir)
+            print(f"== {name}: training", flush=True)
+            training = train(config, fields, run_dir, train_data, init and init.checkpoint)
+
+        print(f"== {name}: evaluating", flush=True)
+        checkpoints = run_dir / CHECKPOINTS
+        best = evaluation.evaluate(config, fields, run_dir, checkpoints / BEST)
+        epochs = []
+        for epoch in config.evaluate.epochs:
+            checkpoint = checkpoints / f"checkpoint{epoch}.pt"
+            if not checkpoint.is_file():
+                saved = sorted(p.name for p in checkpoints.glob("checkpoint[0-9]*.pt"))
+                raise RunError(f"{config.path}: evaluate.epochs asks for epoch {epoch}, but the training saved no "
+                               f"{checkpoint} (its epoch checkpoints: {', '.join(saved) or 'none'})")
+            epochs.append(evaluation.evaluate(config, fields, run_dir, checkpoint, epoch=epoch))
+            epochs[-1].updates = saved_updates(checkpoint)
+
+        from phm_fairseq.provenance import environment
+
+        result = Result(
+            config=str(config.path), config_sha256=config.sha256, description=config.description,
+            paper=config.paper, seed=config.seed, arch=config.arch, prepare_command=prepared,
+            parameters=count_parameters_of(checkpoints / BEST, config.count_module),
+            training=training, evaluation=best, epoch_evaluations=epochs,
+            environment=from_json(Environment, environment()),
+            fingerprint=fingerprint.sha256, config_values=config.values,
+            teacher=Teacher(config=str(teacher_config.path), run=fields["teacher"],
+                            fingerprint=self.fingerprint(teacher_config).sha256) if teacher_config else None,
+            distillation=distillation, init=init,
+        )
+        result.write(result_path)
+        scores = ", ".join(f"after epoch {e.epoch}: {e.score}" for e in epochs)
+        print(f"== {name}: {best.metric} {best.score}" + (f" ({scores})" if scores else "") + f" -> {result_path}",
+              flush=True)
+        self.done[config.path, config.seed] = result
+        return result
+
+    @staticmethod
+    def _previous(result_path: Path):
+        if not result_path.exists():
+            return None
+        try:
+            return Result.read(result_path)
+        except ResultError as error:
+            raise RunError(f"{error}; run with --force to start this run again") from None
+
+    @staticmethod
+    def _init(config: Config, fields: dict, run_dir: Path):
+        if config.init is None:
+            return None
+        command, checkpoint = fill(config.init.command, fields), Path(fill(config.init.checkpoint, fields))
+        if (run_dir / CHECKPOINTS / "checkpoint_last.pt").exists():  # resuming: the init is in the checkpoints
+            return Init(command=command, checkpoint=str(checkpoint))
+        print(f"== {config.path.name}: init", flush=True)
+        commands.run_shell(command, run_dir / "init.log")
+        if not checkpoint.is_file():
+            raise RunError(f"{config.path}: the init command wrote no checkpoint at {checkpoint} "
+                           f"(init.checkpoint; see {run_dir / 'init.log'})")
+        return Init(command=command, checkpoint=str(checkpoint))
+
+
+def train_command(config: Config, fields: dict, run_dir: Path, data: str, init_checkpoint=None) -> list:
+    command = [
+        "fairseq-train", data, "--user-dir", str(PLUGIN_DIR), "--save-dir", str(run_dir / CHECKPOINTS),
+        "--seed", str(config.seed), "--log-format", "json", *options(config.train, fields),
+    ]
+    return command + (["--finetune-from-model", str(init_checkpoint)] if init_checkpoint else [])
+
+
+def train(config: Config, fields: dict, run_dir: Path, data: str, init_checkpoint=None) -> Training:
+    checkpoints = run_dir / CHECKPOINTS
+    command = train_command(config, fields, run_dir, data, init_checkpoint)
+    started = time.time()
+    crashed = None
+    saved = saved_updates(checkpoints / "checkpoint_last.pt")
+    max_update = config.train.get("max-update")
+    if saved is not None and isinstance(max_update, int) and saved >= max_update and (run_dir / "train.log").exists():
+        # resuming a finished run, fairseq-train would train one update past max-update
+        print(f"== {config.path.name}: checkpoint_last.pt is at update {saved} (train.max-update {max_update}): "
+              "the training finished already", flush=True)
+        finished = None
+    else:
+        finished = commands.run(command, run_dir / "train.log", check=False)
+    if finished and finished.returncode:
+        updates = completed_updates(finished.output, checkpoints / "checkpoint_last.pt")
+        if updates is None:
+            raise CommandFailed(finished.command, finished.returncode, run_dir / "train.log", finished.stderr_tail)
+        crashed = ExitAfterTraining(returncode=finished.returncode, stderr_tail=finished.stderr_tail)
+        print(f"== {config.path.name}: fairseq-train exited with code {finished.returncode} AFTER it finished "
+              f"training (\"done training\" logged, checkpoint_last.pt at update {updates}): the training is "
+              "complete and is kept; result.json records the exit (training.crashed_at_exit)", flush=True)
+    log = TrainingLog.parse((run_dir / "train.log").read_text(encoding="utf-8"))
+    last = log.epochs[-1] if log.epochs else {}
+    return Training(
+        command=shlex.join(command),
+        updates=log.final_updates or 0, epochs=len(log.epochs), **log.speed(),
+        final_train_loss=last.get("loss"),
+        best_valid_loss=min((v["loss"] for v in log.valid if "loss" in v), default=None),
+        wall_seconds=round(time.time() - started, 1), resumed_from_updates=log.resumed_from_updates,
+        curve=log.curve(), crashed_at_exit=crashed, data=data if data != config.data else None,
+    )
+
+
+def adopt_legacy(previous: Result, config: Config, fields: dict, run_dir: Path, fingerprint: Fingerprint) -> bool:
+    """A run that phm-run finished before fingerprints existed: its checkpoints belong to this config
+    when its result's training command is the one this config gives (but for the plugin's and the
+    run's folders and the log format, which change nothing in the training). Then they get the
+    fingerprint; else False."""
+    checkpoints = run_dir / CHECKPOINTS
+    if config.teacher or Fingerprint.read(checkpoints) is not None or not (checkpoints / BEST).is_file():
+        return False
+    where = ("--user-dir", "--save-dir", "--log-format")  # the plugin's and the run's folders, the log format
+
+    def training_options(command: list) -> list:
+        return [a for i, a in enumerate(command) if a not in where and (i == 0 or command[i - 1] not in where)]
+
+    expected = training_options(train_command(config, fields, run_dir, config.data))
+    if training_options(shlex.split(previous.training.command)) != expected:
+        return False
+    fingerprint.write(checkpoints, config.path)
+    print(f"== {config.path.name}: {checkpoints} were trained by this config (an earlier phm-run, the same "
+          "fairseq-train command): fingerprinted", flush=True)
+    return True
+
+
+def completed_updates(output: str, checkpoint: Path):
+    """The final update count, where fairseq-train's output and its last checkpoint show that the
+    training finished; else None.
+
+    fairseq-train sometimes aborts at interpreter exit ("terminate called without an active
+    exception", code -6) after it logged "done training" and saved its final checkpoint: such a
+    training is complete. It is told from a failed one by both signs: the "done training" record,
+    and checkpoint_last.pt holding the update count that the log reports last."""
+    log = TrainingLog.parse(output)
+    if not log.done or log.final_updates is None:
+        return None
+    return log.final_updates if saved_updates(checkpoint) == log.final_updates else None
+
+
+def check_checkpoints(run_dir: Path, fingerprint: Fingerprint, config: Config) -> None:
+    """Refuses checkpoints that another config trained: phm-run never resumes them nor deletes them."""
+    checkpoints = run_dir / CHECKPOINTS
+    saved = sorted(checkpoints.glob("*.pt")) if checkpoints.is_dir() else []
+    if not saved:
+        return
+    found = Fingerprint.read(checkpoints)
+    remedy = (f"To train {config.path.name} from scratch, run it again with --force (it removes this run's "
+              f"checkpoints and logs), or save the edited config under another name to keep both runs.")
+    if found is None:
+        raise RunError(f"{checkpoints} holds checkpoints ({', '.join(p.name for p in saved)}) without a "
+                       f"fingerprint: phm-run cannot tell which config trained them (an older phm-run, or "
+                       f"copied by hand). {remedy}")
+    if found.sha256 != fingerprint.sha256:
+        changes = "\n".join(f"  {line}" for line in found.changes(fingerprint))
+        raise RunError(f"{checkpoints} were trained with another config than {config.path} has now:\n{changes}\n"
+                       f"{remedy}")
+
+
+def clean(run_dir: Path, config: Config, fields: dict) -> None:
+    """--force: removes what phm-run made for this run (checkpoints, fingerprint, logs, result,
+    hypotheses, init checkpoint inside the run's folder, distilled data); nothing else."""
+    checkpoints = run_dir / CHECKPOINTS
+    removed = []
+    if checkpoints.is_dir():
+        for path in [*checkpoints.glob("checkpoint*.pt"), checkpoints / "fingerprint.json"]:
+            if path.is_file():
+                path.unlink()
+                removed.append(path)
+        if not any(checkpoints.iterdir()):
+            checkpoints.rmdir()
+    made = [path for pattern in MADE_BY_PHM_RUN for path in run_dir.glob(pattern)]
+    if config.init:
+        init = Path(fill(config.init.checkpoint, fields))
+        if init.exists() and run_dir.resolve() in init.resolve().parents:
+            made.append(init)
+    for path in made:
+        shutil.rmtree(path) if path.is_dir() else path.unlink()
+        removed.append(path)
+    if removed:
+        print(f"== {config.path.name}: --force: removed {len(removed)} files of {run_dir}", flush=True)
+
+
+def check_all(paths, runs_dir: Path, seeds=None) -> list:
+    """Every config of the command line (and every teacher they name) checked completely, fairseq's
+    parsers included, before anything runs: the jobs as (config, seed), or a ConfigError that
+    lists every problem found."""
+    from .commands import check_with_fairseq
+    from .config import ConfigError, expand
+
+    configs, problems, checked = [], [], set()
+
+    def check(path: Path, chain=()):
+        path = path.resolve()
+        if path in chain:
+            raise ConfigError(f"{path}: `teacher` loops back: {' -> '.join(p.name for p in (*chain, path))}")
+        config = load_config(path)
+        if config.teacher:
+            teacher = check(config.teacher, (*chain, path))
+            if config.distill is not None and Path(config.data).resolve() != Path(teacher.data).resolve():
+                raise ConfigError(f"{path}:\n  distill: the student trains on its teacher's data with its "
+                                  f"dictionaries: data {config.data} is not the teacher's {teacher.data}")
+        if path not in checked:
+            checked.add(path)
+            fields = {"data": config.data, "run": str(run_directory(path, runs_dir, config.seed)), "teacher": "TEACHER"}
+            extra = ["--finetune-from-model", "init.pt"] if config.init else []
+            check_with_fairseq(config, fields, extra)
+        return config
+
+    for path in expand(paths):
+        try:
+            configs.append(check(Path(path)))
+        except ConfigError as error:
+            problems.append(str(error))
+    if problems:
+        raise ConfigError("\n".join(problems))
+    return [(config, seed) for config in configs for seed in (seeds or [None])]

@@ -1,0 +1,393 @@
+"""phm_fairseq.experiments (phm-run's machinery) on real fairseq runs of a tiny copy task: the json
+log reader, result.json's schema, complete config checks, fingerprints and --force, a crash at
+exit told from a failed training, and the hooks for teacher runs (distill, init, evaluate.epochs)."""
+
+import csv
+import json
+import random
+import shutil
+import sys
+
+import pytest
+import torch
+import yaml
+from conftest import console, run_command
+
+from phm_fairseq.cli import params as phm_params
+from phm_fairseq.cli import run as phm_run
+from phm_fairseq.experiments import commands
+from phm_fairseq.experiments.config import load_config
+from phm_fairseq.experiments.logs import TrainingLog, read_records
+from phm_fairseq.experiments.results import SCHEMA_VERSION, Result, ResultError
+from phm_fairseq.experiments.runner import Runner, completed_updates, run_directory
+
+TINY = {"encoder-layers": 1, "decoder-layers": 1, "encoder-embed-dim": 32, "decoder-embed-dim": 32,
+        "encoder-ffn-embed-dim": 64, "decoder-ffn-embed-dim": 64, "encoder-attention-heads": 2,
+        "decoder-attention-heads": 2}
+
+
+@pytest.fixture(scope="module")
+def kit(tmp_path_factory):
+    """A 200-pair copy task, configs/kit/_base.yaml, teacher.yaml (a dense model, 20 updates) and
+    student.yaml (fine-tuned from the teacher's last checkpoint), run by phm-run student.yaml: the
+    teacher's run is not done, so it runs first."""
+    root = tmp_path_factory.mktemp("experiments")
+    raw = root / "raw"
+    raw.mkdir()
+    rng = random.Random(0)
+    for split, size in {"train": 200, "valid": 40, "test": 30}.items():
+        lines = [" ".join(rng.choice("0123456789abcdef") for _ in range(rng.randint(3, 8))) for _ in range(size)]
+        for lang in ("src", "tgt"):
+            (raw / f"{split}.{lang}").write_text("\n".join(lines) + "\n")
+    run_command(console("fairseq-preprocess"), "--source-lang", "src", "--target-lang", "tgt",
+                "--trainpref", raw / "train", "--validpref", raw / "valid", "--testpref", raw / "test",
+                "--destdir", root / "bin", "--joined-dictionary", "--workers", "1")
+    configs = root / "configs" / "kit"
+    configs.mkdir(parents=True)
+    base = {
+        "data": str(root / "bin"), "seed": 1,
+        "train": {"task": "translation", "share-all-embeddings": True, "optimizer": "adam", "lr": 0.005,
+                  "criterion": "label_smoothed_cross_entropy", "max-tokens": 512, "max-update": 20,
+                  "no-epoch-checkpoints": True, "log-interval": 5, **TINY},
+        "evaluate": {"kind": "bleu", "reference": str(raw / "test.tgt"),
+                     "generate": {"gen-subset": "test", "beam": 2, "required-batch-size-multiple": 1}},
+    }
+    (configs / "_base.yaml").write_text(yaml.safe_dump(base, sort_keys=False))
+    (configs / "teacher.yaml").write_text("extends: _base.yaml\ntrain: {arch: transformer_twin_demo}\n")
+    (configs / "student.yaml").write_text(
+        "extends: _base.yaml\nteacher: teacher.yaml\n"
+        "init: {command: 'cp {teacher}/checkpoints/checkpoint_last.pt {run}/start.pt', checkpoint: '{run}/start.pt'}\n"
+        "train: {arch: transformer_twin_demo, max-update: 25}\n")
+    runs = root / "runs"
+    out = run_command(console("phm-run"), configs / "student.yaml", "--runs-dir", runs, timeout=900)
+    return {"root": root, "configs": configs, "runs": runs, "raw": raw, "data": root / "bin",
+            "teacher": runs / "kit" / "teacher" / "seed1", "stdout": out.stdout}
+
+
+def write_config(kit, name: str, text: str):
+    path = kit["configs"] / name
+    path.write_text(text)
+    return path
+
+
+# --- fairseq's json log ------------------------------------------------------------------------
+
+def test_json_log_reader_reads_real_fairseq_train_output(kit):
+    text = (kit["teacher"] / "train.log").read_text()
+    assert "--log-format json" in text
+    log = TrainingLog.parse(text)
+    assert log.done and log.final_updates == 20 and log.resumed_from_updates == 0
+    assert [int(s["num_updates"]) for s in log.inner] == [5, 10, 15, 20]  # --log-interval 5
+    assert len(log.epochs) == text.count(" | INFO | train | {") and log.epochs[-1]["num_updates"] == 20
+    assert sum(e["updates_in_epoch"] for e in log.epochs) == 20
+    assert len(log.valid) == text.count(" | INFO | valid | {") and {v["subset"] for v in log.valid} == {"valid"}
+    assert all(isinstance(v["loss"], float) for v in log.valid)  # fairseq prints "3.846": numbers here
+    result = Result.read(kit["teacher"] / "result.json")
+    assert result.training.curve == log.curve() and [p[0] for p in result.training.curve["train"]] == [5, 10, 15, 20]
+    assert result.training.final_train_loss == log.epochs[-1]["loss"] and result.training.updates == 20
+
+
+def test_log_records_keep_a_json_record_whole_when_other_lines_follow_it():
+    text = ('2026-11-21 08:42:54 | INFO | train_inner | {"epoch": 1, "loss": "4.2", "num_updates": "5"}\n'
+            "/site-packages/torch/nn/functional.py:6802: UserWarning: a warning on stderr\n"
+            "2026-11-21 08:42:55 | INFO | fairseq_cli.train | done training in 1.3 seconds\n")
+    records = read_records(text)
+    assert [r.name for r in records] == ["train_inner", "fairseq_cli.train"]
+    assert records[0].stats() == {"epoch": 1, "loss": 4.2, "num_updates": 5.0}
+    assert TrainingLog.parse(text).done
+
+
+# --- result.json ---------------------------------------------------------------------------------
+
+def test_result_schema_round_trip_and_versions(kit, tmp_path):
+    path = kit["teacher"] / "result.json"
+    stored = json.loads(path.read_text())
+    assert stored["schema_version"] == SCHEMA_VERSION
+    result = Result.read(path)
+    result.write(tmp_path / "again.json")
+    assert Result.read(tmp_path / "again.json") == result
+    assert json.loads((tmp_path / "again.json").read_text()) == stored  # writer and reader agree on every field
+    # a result written before the schema had a version (phm-run before this change) is still read
+    legacy = {k: v for k, v in stored.items() if k not in (
+        "schema_version", "fingerprint", "config_values", "epoch_evaluations", "teacher", "distillation", "init")}
+    legacy["training"] = {k: v for k, v in stored["training"].items() if k not in (
+        "resumed_from_updates", "curve", "crashed_at_exit", "data")}
+    old = Result.from_dict(legacy)
+    assert old.evaluation == result.evaluation and old.fingerprint is None and old.training.curve == {}
+    (tmp_path / "newer.json").write_text(json.dumps({**stored, "schema_version": SCHEMA_VERSION + 1}))
+    with pytest.raises(ResultError, match="newer than this phm-fairseq"):
+        Result.read(tmp_path / "newer.json")
+    (tmp_path / "typo.json").write_text(json.dumps({**stored, "evaluation": {**stored["evaluation"], "scroe": 1}}))
+    with pytest.raises(ResultError, match="unknown field.* scroe"):
+        Result.read(tmp_path / "typo.json")
+
+
+# --- complete checks before the first run ------------------------------------------------------
+
+def phm_run_fails(capsys, *args) -> str:
+    with pytest.raises(SystemExit) as exit:
+        phm_run.main([str(a) for a in args])
+    assert exit.value.code != 0
+    return capsys.readouterr().err
+
+
+def test_every_config_is_checked_completely_before_the_first_run(kit, tmp_path, capsys):
+    folder = tmp_path / "configs" / "checks"
+    folder.mkdir(parents=True)
+    base = kit["configs"] / "_base.yaml"
+    (folder / "a_good.yaml").write_text(f"extends: {base}\ntrain: {{arch: transformer_twin_demo}}\n")
+    (folder / "b_seed.yaml").write_text(f"extends: {base}\nsed: 7\ntrain: {{arch: transformer_twin_demo}}\n")
+    (folder / "c_train.yaml").write_text(f"extends: {base}\ntrain: {{arch: phm_transformer_demo, phm_n: 4}}\n")
+    (folder / "d_eval.yaml").write_text(f"extends: {base}\ntrain: {{arch: transformer_twin_demo}}\n"
+                                        "evaluate: {refrence: x.txt, generate: {beam: '{dta}'}}\n")
+    (folder / "e_arch.yaml").write_text(f"extends: {base}\ntrain: {{lr: 0.1, seed: 3}}\ndistill: true\n")
+    runs = tmp_path / "runs"
+    err = phm_run_fails(capsys, folder, "--runs-dir", runs)
+    assert not runs.exists()  # a_good.yaml did not start: every problem is found first
+    assert "b_seed.yaml:\n  sed: unknown key (did you mean 'seed'?)" in err
+    assert "c_train.yaml:\n  train: fairseq rejects the options: unrecognized arguments: --phm_n 4" in err
+    assert "train.phm_n is not a fairseq option (did you mean 'phm-n'?)" in err
+    assert "evaluate.refrence: unknown key (did you mean 'reference'?)" in err
+    assert "evaluate.generate.beam: unknown placeholder {dta} (did you mean 'data'?)" in err
+    assert "train.arch: missing" in err and "train.seed: set the top-level `seed`" in err
+    assert "distill: needs a `teacher` config" in err
+    assert "a_good.yaml" not in err
+
+
+def test_fairseq_rejects_bad_values_and_architectures_before_anything_runs(kit, tmp_path, capsys):
+    base = kit["configs"] / "_base.yaml"
+    (tmp_path / "x.yaml").write_text(f"extends: {base}\ntrain: {{arch: phm_transformer_dmeo, lr: abc}}\n")
+    err = phm_run_fails(capsys, tmp_path / "x.yaml", "--runs-dir", tmp_path / "runs")
+    assert "x.yaml:\n  train: fairseq rejects the options: argument --lr: invalid" in err
+    (tmp_path / "x.yaml").write_text(f"extends: {base}\ntrain: {{arch: phm_transformer_dmeo}}\n")
+    err = phm_run_fails(capsys, tmp_path / "x.yaml", "--runs-dir", tmp_path / "runs")
+    assert "argument --arch/-a: invalid choice: 'phm_transformer_dmeo'" in err
+
+
+def test_a_folder_without_configs_is_an_error(tmp_path, capsys):
+    (tmp_path / "_base.yaml").write_text("data: x\n")
+    assert "no configs in this folder" in phm_run_fails(capsys, tmp_path)
+
+
+# --- fingerprints and --force --------------------------------------------------------------------
+
+def test_checkpoints_of_another_config_are_refused_and_force_starts_clean(kit, tmp_path, capsys):
+    # a copy of the finished teacher run and its configs, so that the other tests keep theirs
+    shutil.copytree(kit["root"] / "configs", tmp_path / "configs")
+    shutil.copytree(kit["teacher"], tmp_path / "runs" / "kit" / "teacher" / "seed1")
+    config, runs = tmp_path / "configs" / "kit" / "teacher.yaml", tmp_path / "runs"
+    run_dir = runs / "kit" / "teacher" / "seed1"
+    train_log = (run_dir / "train.log").read_text()
+
+    config.write_text("extends: _base.yaml\ntrain: {arch: transformer_twin_demo, lr: 0.01}\n")
+    err = phm_run_fails(capsys, config, "--runs-dir", runs)
+    assert "were trained with another config" in err and "  train.lr: 0.005 -> 0.01\n" in err and "--force" in err
+    config.write_text("extends: _base.yaml\ntrain: {arch: phm_transformer_demo, phm-n: 2}\n")
+    err = phm_run_fails(capsys, config, "--runs-dir", runs)
+    assert "train.arch: transformer_twin_demo -> phm_transformer_demo" in err and "train.phm-n: (not set) -> 2" in err
+    assert (run_dir / "train.log").read_text() == train_log  # nothing trained, nothing removed
+
+    # an evaluation-only change re-evaluates the trained model
+    config.write_text("extends: _base.yaml\ntrain: {arch: transformer_twin_demo}\nevaluate: {generate: {beam: 3}}\n")
+    phm_run.main([str(config), "--runs-dir", str(runs)])
+    out = capsys.readouterr().out
+    assert "trained already" in out and "$ fairseq-train" not in out
+    result = Result.read(run_dir / "result.json")
+    assert "--beam 3" in result.evaluation.command and (run_dir / "train.log").read_text() == train_log
+
+    # --force trains the new config from scratch: no resumed checkpoint, no update past max-update
+    config.write_text("extends: _base.yaml\ntrain: {arch: transformer_twin_demo, lr: 0.01}\n")
+    phm_run.main([str(config), "--runs-dir", str(runs), "--force"])
+    log = (run_dir / "train.log").read_text()
+    assert log.count("$ fairseq-train") == 1 and "Loaded checkpoint" not in log and "--lr 0.01" in log
+    result = Result.read(run_dir / "result.json")
+    assert result.config_values["train"]["lr"] == 0.01 and result.training.updates == 20
+    assert json.loads((run_dir / "checkpoints" / "fingerprint.json").read_text())["values"]["train"]["lr"] == 0.01
+
+
+def test_a_run_finished_before_fingerprints_is_adopted_only_by_its_own_config(kit, tmp_path, capsys):
+    shutil.copytree(kit["root"] / "configs", tmp_path / "configs")
+    run_dir = tmp_path / "runs" / "kit" / "teacher" / "seed1"
+    shutil.copytree(kit["teacher"], run_dir, ignore=shutil.ignore_patterns("distill"))
+    # what an earlier phm-run left: no fingerprint, a result without a schema version, a simple-format log
+    (run_dir / "checkpoints" / "fingerprint.json").unlink()
+    stored = json.loads((run_dir / "result.json").read_text())
+    legacy = {k: v for k, v in stored.items() if k not in (
+        "schema_version", "fingerprint", "config_values", "epoch_evaluations", "teacher", "distillation", "init")}
+    legacy["training"] = {k: v for k, v in stored["training"].items() if k not in (
+        "resumed_from_updates", "curve", "crashed_at_exit", "data")}
+    legacy["training"]["command"] = stored["training"]["command"].replace(
+        "--log-format json", "--log-format simple").replace("--user-dir ", "--user-dir /elsewhere")
+    (run_dir / "result.json").write_text(json.dumps(legacy))
+    config, runs = tmp_path / "configs" / "kit" / "teacher.yaml", tmp_path / "runs"
+    config.write_text("extends: _base.yaml\ntrain: {arch: transformer_twin_demo, lr: 0.01}\n")
+    assert "without a fingerprint: phm-run cannot tell which config trained them" in phm_run_fails(
+        capsys, config, "--runs-dir", runs)
+    config.write_text("extends: _base.yaml\ntrain: {arch: transformer_twin_demo}\nevaluate: {generate: {beam: 3}}\n")
+    phm_run.main([str(config), "--runs-dir", str(runs)])
+    out = capsys.readouterr().out
+    assert "were trained by this config (an earlier phm-run" in out and "$ fairseq-train" not in out
+    result = Result.read(run_dir / "result.json")
+    assert result.schema_version == SCHEMA_VERSION and "--beam 3" in result.evaluation.command
+    assert (run_dir / "checkpoints" / "fingerprint.json").is_file()
+
+
+# --- a crash at exit after the final checkpoint --------------------------------------------------
+
+WRAPPER = """\
+import os, resource, subprocess, sys
+mode, command = sys.argv[1], sys.argv[2:]
+if mode == "abort":  # what fairseq-train sometimes does at interpreter exit, after finishing
+    subprocess.call(command)
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))  # no core file
+    sys.stderr.write("terminate called without an active exception\\n")
+    sys.stderr.flush()
+    os.abort()
+# "die": dies before it logs "done training" (the final checkpoint is there all the same)
+process = subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
+for line in process.stdout:
+    if "done training" in line:
+        break
+    sys.stdout.write(line)
+process.wait()
+sys.exit(1)
+"""
+
+
+def wrap_fairseq_train(monkeypatch, tmp_path, mode):
+    wrapper = tmp_path / "wrapper.py"
+    wrapper.write_text(WRAPPER)
+    real = commands.run
+
+    def run(command, log, **kwargs):
+        if command[0] == "fairseq-train":
+            command = [sys.executable, str(wrapper), mode, *command]
+        return real(command, log, **kwargs)
+
+    monkeypatch.setattr(commands, "run", run)
+
+
+def test_a_crash_at_exit_after_the_final_checkpoint_keeps_the_training(kit, tmp_path, monkeypatch, capsys):
+    wrap_fairseq_train(monkeypatch, tmp_path, "abort")
+    config = write_config(kit, "abort_at_exit.yaml", "extends: _base.yaml\ntrain: {arch: transformer_twin_demo}\n")
+    result = Runner(tmp_path / "runs").run(load_config(config))
+    out = capsys.readouterr().out
+    assert "fairseq-train exited with code -6 AFTER it finished training" in out
+    crash = result.training.crashed_at_exit
+    assert crash.returncode == -6 and "terminate called without an active exception" in crash.stderr_tail
+    assert result.training.updates == 20 and result.evaluation.examples == 30
+    assert Result.read(run_directory(config, tmp_path / "runs", 1) / "result.json") == result
+
+
+def test_a_training_that_dies_before_done_training_is_a_failure(kit, tmp_path, monkeypatch, capsys):
+    wrap_fairseq_train(monkeypatch, tmp_path, "die")
+    config = write_config(kit, "dies.yaml", "extends: _base.yaml\ntrain: {arch: transformer_twin_demo}\n")
+    with pytest.raises(commands.CommandFailed, match="failed with exit code 1"):
+        Runner(tmp_path / "runs").run(load_config(config))
+    assert not (run_directory(config, tmp_path / "runs", 1) / "result.json").exists()
+
+
+def test_completed_updates_needs_done_training_and_the_final_checkpoint(kit, tmp_path):
+    log = (kit["teacher"] / "train.log").read_text()
+    last = kit["teacher"] / "checkpoints" / "checkpoint_last.pt"
+    assert completed_updates(log, last) == 20
+    assert completed_updates(log.replace("done training", "(cut)"), last) is None
+    assert completed_updates(log, tmp_path / "missing.pt") is None
+    state = torch.load(last, weights_only=False)
+    state["optimizer_history"][-1]["num_updates"] = 15  # a checkpoint of an earlier update
+    torch.save(state, tmp_path / "earlier.pt")
+    assert completed_updates(log, tmp_path / "earlier.pt") is None
+
+
+# --- hooks: teacher runs, distillation, init, evaluate.epochs ------------------------------------
+
+def test_distill_trains_on_the_teachers_translations(kit, tmp_path, monkeypatch):
+    from fairseq.data import Dictionary, data_utils
+
+    config = write_config(kit, "distilled.yaml", "extends: _base.yaml\nteacher: teacher.yaml\ndistill: true\n"
+                                                 "train: {arch: phm_transformer_demo, phm-n: 2}\n")
+    result = Runner(kit["runs"]).run(load_config(config))
+    distillation = result.distillation
+    folder = kit["teacher"] / "distill" / distillation.data.rsplit("/", 1)[-1]
+    assert folder.parent.parent == kit["teacher"] and folder.is_dir() and distillation.examples == 200
+    assert result.teacher.run == str(kit["teacher"]) and result.training.data == distillation.data
+    assert "--gen-subset train" in distillation.generate_command and "--beam 2" in distillation.generate_command
+    assert result.training.command.startswith(f"fairseq-train {distillation.data} ")
+    # the training targets are the teacher's hypotheses, in the order of the training source
+    hypotheses = {}
+    for line in (folder / "generate.log").read_text().split("\n"):
+        if line.startswith("H-"):
+            index, _score, text = line.split("\t")
+            hypotheses[int(index[2:])] = text
+    dictionary = Dictionary.load(str(kit["data"] / "dict.tgt.txt"))
+    targets = data_utils.load_indexed_dataset(str(folder / "train.src-tgt.tgt"), dictionary)
+    assert [dictionary.string(targets[i]) for i in range(200)] == [hypotheses[i] for i in range(200)]
+    sources = data_utils.load_indexed_dataset(str(folder / "train.src-tgt.src"), dictionary)
+    original = data_utils.load_indexed_dataset(str(kit["data"] / "train.src-tgt.src"), dictionary)
+    assert all(torch.equal(sources[i], original[i]) for i in range(200))
+    assert (folder / "valid.src-tgt.tgt.bin").read_bytes() == (kit["data"] / "valid.src-tgt.tgt.bin").read_bytes()
+    # made once per teacher run: a second student finds it
+    from phm_fairseq.experiments.distill import distilled_data
+
+    monkeypatch.setattr(commands, "run", lambda *a, **k: pytest.fail(f"ran {a[0]}"))
+    teacher = load_config(kit["configs"] / "teacher.yaml")
+    assert distilled_data(load_config(config), teacher, kit["teacher"], result.teacher.fingerprint)[0] == folder
+
+
+def test_init_and_evaluation_after_each_epoch(kit, tmp_path):
+    config = write_config(kit, "finetuned.yaml", (
+        "extends: _base.yaml\nteacher: teacher.yaml\n"
+        "init: {command: 'cp {teacher}/checkpoints/checkpoint_best.pt {run}/init.pt'}\n"
+        "train: {arch: transformer_twin_demo, no-epoch-checkpoints: false}\nevaluate: {epochs: [1, 2]}\n"))
+    result = Runner(kit["runs"]).run(load_config(config))
+    run_dir = run_directory(config, kit["runs"], 1)
+    assert result.init.command == f"cp {kit['teacher']}/checkpoints/checkpoint_best.pt {run_dir}/init.pt"
+    log = (run_dir / "train.log").read_text()
+    assert f"--finetune-from-model {run_dir}/init.pt" in log
+    assert f"loading pretrained model from {run_dir}/init.pt" in log
+    # it starts from the trained teacher: its first logged loss is below the teacher's first one
+    teacher_start = Result.read(kit["teacher"] / "result.json").training.curve["train"][0][1]
+    assert result.training.curve["train"][0][1] < teacher_start - 0.3
+    assert [e.epoch for e in result.epoch_evaluations] == [1, 2]
+    epochs = TrainingLog.parse(log).epochs
+    for evaluation, summary in zip(result.epoch_evaluations, epochs):
+        assert evaluation.checkpoint.endswith(f"checkpoint{evaluation.epoch}.pt")
+        assert evaluation.updates == summary["num_updates"] and evaluation.examples == 30
+    assert result.evaluation.checkpoint.endswith("checkpoint_best.pt") and result.evaluation.epoch is None
+    assert (run_dir / "hypotheses.epoch2.txt").exists()
+
+    out = tmp_path / "report"
+    run_command(console("phm-collect"), kit["runs"] / "kit", "--out", out)
+    rows = {row["row"]: row for row in csv.DictReader(open(f"{out}.csv"))}
+    assert {"finetuned", "finetuned@1ep", "finetuned@2ep", "teacher"} <= set(rows)
+    assert float(rows["finetuned@2ep"]["score"]) == result.epoch_evaluations[1].score
+    assert int(rows["finetuned@1ep"]["updates"]) == result.epoch_evaluations[0].updates
+
+
+def test_a_teacher_that_is_not_done_runs_first(kit):
+    out = kit["stdout"]
+    assert out.index("its teacher teacher.yaml (seed 1) first") < out.index("== teacher.yaml: training")
+    assert out.index("== teacher.yaml: training") < out.index("== student.yaml: init")
+    assert out.index("== student.yaml: init") < out.index("== student.yaml: training")
+    result = Result.read(kit["runs"] / "kit" / "student" / "seed1" / "result.json")
+    assert result.teacher.run == str(kit["teacher"]) and result.init.checkpoint.endswith("start.pt")
+    # the fine-tuning counts its own updates from 0 (fairseq resets them with --finetune-from-model)
+    assert result.training.updates == 25 and result.training.curve["train"][0][0] == 5
+
+
+# --- phm-params on bad checkpoint paths --------------------------------------------------------
+
+def test_phm_params_names_a_missing_checkpoint_and_refuses_empty_ones(kit, tmp_path, capsys):
+    folder = kit["teacher"] / "checkpoints"
+    with pytest.raises(SystemExit):
+        phm_params.main([str(folder / "checkpoint_bst.pt")])
+    err = capsys.readouterr().err
+    assert f"no checkpoint file {folder}/checkpoint_bst.pt; the .pt files in {folder}: checkpoint_best.pt" in err
+    (tmp_path / "empty.pt").write_bytes(b"")
+    with pytest.raises(SystemExit):
+        phm_params.main([str(tmp_path / "empty.pt")])
+    assert "is empty (0 bytes): not a checkpoint" in capsys.readouterr().err
+    (tmp_path / "cut.pt").write_bytes((folder / "checkpoint_best.pt").read_bytes()[:4000])
+    with pytest.raises(SystemExit):
+        phm_params.main([str(tmp_path / "cut.pt")])
+    assert "cannot be read as a fairseq checkpoint (truncated, or not a checkpoint)" in capsys.readouterr().err
