@@ -31,8 +31,8 @@ def stop_prefetch_threads(timeout: float = TIMEOUT) -> None:
     """Stop every live ``BackgroundConsumer`` after the batch it is fetching, and wait for it."""
     consumers = [t for t in threading.enumerate() if isinstance(t, BackgroundConsumer) and t.is_alive()]
     for consumer in consumers:
-        # fairseq's own limit on the number of batches (BufferedIterator.take): the thread's loop ends
-        # after the batch in hand, then it puts its end-of-data marker and returns
+        # the thread's own limit on the number of batches (its iterator's length): its loop ends after
+        # the batch in hand, then it puts its end-of-data marker and returns
         consumer._max_len = 0
     deadline = time.monotonic() + timeout
     for consumer in consumers:
@@ -41,7 +41,7 @@ def stop_prefetch_threads(timeout: float = TIMEOUT) -> None:
             consumer.join(timeout=0.05)
         if consumer.is_alive():
             logger.warning(f"a fairseq data prefetch thread did not stop within {timeout:.0f} s; the process "
-                           f"may abort at exit, after its work is done")
+                           "may abort at exit, after its work is done")
 
 
 def _drop_queued_batches(batches: queue.Queue) -> None:

@@ -72,7 +72,7 @@ def test_label_set_errors_name_the_file_and_line(tmp_path):
 
 def test_the_tasks_say_what_their_data_directory_is(tmp_path):
     with pytest.raises(FileNotFoundError, match=r"premise/dict\.txt not found: .* is not an NLI data directory "
-                                                r"\(make one with data-prep, e\.g\. bash data-prep/snli\.sh --dest"):
+                                                r"\(make one with data-prep, e\.g\. bash data-prep/snli\.sh --out"):
         NLITask.setup_task(argparse.Namespace(data=str(tmp_path)))
     shutil.copytree(FIXTURE_DATA / "nli", tmp_path / "nli")
     (tmp_path / "nli" / "hypothesis" / "dict.txt").write_text("other 1\n")
