@@ -49,26 +49,28 @@ def inference(fn):
 
 
 def sweep(shapes, ns, rows_list, rounds):
-    """Factored product / cached-H product, eval, for every shape, n and row count."""
+    """For every shape, n and row count, the eval forward time of each of PHMLinear's two products
+    over nn.Linear's: the factored product, and the product with H (cached, and checked against
+    copies of A and S at every call, as the layer does)."""
     results = []
     for d, k in shapes:
+        dense = nn.Linear(d, k).eval()
         for n in ns:
-            layer = PHMLinear(d, k, n).eval()
-            with torch.inference_mode():
-                weight = layer.weight  # built and cached, as in eval
-                A, S, bias = layer.A, layer.S, layer.bias
-            ratios = {}
+            factored, cached = PHMLinear(d, k, n).eval(), PHMLinear(d, k, n).eval()
+            factored.factored_max_rows, cached.factored_max_rows = 10**9, 0
+            ratios = {"factored": {}, "cached H": {}}
             for rows in rows_list:
                 x = torch.randn(rows, d)
-                _, _, ratio = timed(inference(lambda: kronecker_sum_linear(x, A, S, bias)),
-                                    inference(lambda: nn.functional.linear(x, weight, bias)), rounds)
-                ratios[rows] = ratio
-            faster = [rows for rows, ratio in ratios.items() if ratio < 1.0]
-            crossover = max((r for r in faster if all(ratios[s] < 1.0 for s in rows_list if s <= r)), default=0)
+                for name, layer in (("factored", factored), ("cached H", cached)):
+                    ratios[name][rows] = timed(inference(lambda: layer(x)), inference(lambda: dense(x)), rounds)[2]
+            faster = [r for r in rows_list if ratios["factored"][r] < ratios["cached H"][r]]
+            crossover = max((r for r in faster if all(s in faster for s in rows_list if s <= r)), default=0)
             results.append({"in": d, "out": k, "n": n, "ratios": ratios, "measured_crossover": crossover,
                             "code_crossover": factored_crossover(d, k, n)})
-            print(f"sweep {d}->{k} n={n:2d}: factored faster up to {crossover} rows; "
-                  + " ".join(f"{r}:{v:.2f}" for r, v in ratios.items()), flush=True)
+            print(f"sweep {d}->{k} n={n:2d}: factored faster up to {crossover} rows (code: "
+                  f"{factored_crossover(d, k, n)})", flush=True)
+            for name in ratios:
+                print(f"   {name:>9} / nn.Linear: " + " ".join(f"{r}:{v:.2f}" for r, v in ratios[name].items()), flush=True)
     return results
 
 

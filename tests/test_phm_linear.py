@@ -667,3 +667,18 @@ def test_a_saved_shared_rule_is_one_storage(tmp_path):
     torch.save(untied.state_dict(), tmp_path / "untied.pt")
     saved = (tmp_path / "untied.pt").stat().st_size - (tmp_path / "tied.pt").stat().st_size
     assert saved >= 3 * 8**3 * 4  # three of the four A's (4 bytes each) are not stored again
+
+
+def test_factor_parameters_stay_watched_and_look_like_parameters(tmp_path):
+    from phm_fairseq.modules.phm_linear import FactorParameter
+
+    layer = PHMLinear(8, 8, n=2, rank=2)
+    assert all(isinstance(t, FactorParameter) for t in (layer.A, layer.S_left, layer.S_right))
+    assert repr(layer.A).startswith("Parameter containing:\ntensor(") and "requires_grad=True" in repr(layer.A)
+    for copied in (copy.deepcopy(layer), layer.double()):
+        assert isinstance(copied.S_left, FactorParameter)
+    torch.save(layer, tmp_path / "layer.pt")
+    assert isinstance(torch.load(tmp_path / "layer.pt", weights_only=False).S_left, FactorParameter)
+    plain = nn.Parameter(torch.zeros(2, 4, 2))
+    layer.S_left = plain  # assigned by hand: its writes through .data must count as well
+    assert layer.S_left is plain and isinstance(plain, FactorParameter)

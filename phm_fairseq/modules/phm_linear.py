@@ -12,6 +12,7 @@ from typing import Optional, Tuple
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
+from torch.optim.optimizer import register_optimizer_step_post_hook
 
 from .algebra import ALGEBRAS, multiplication_rule
 from .linear_spec import RULES, LinearSpec  # noqa: F401  (RULES: also importable from here, as before)
@@ -64,11 +65,62 @@ def factored_crossover(in_features: int, out_features: int, n: int) -> int:
     return 0 if n == 1 else 8
 
 
-def _same_values(tensors, copies) -> bool:
-    return copies is not None and all(
-        t.shape == c.shape and t.dtype == c.dtype and t.device == c.device and torch.equal(t, c)
-        for t, c in zip(tensors, copies)
-    )
+_TENSOR_DATA = torch._C.TensorBase.data  # the descriptor behind Tensor.data
+
+
+class FactorParameter(nn.Parameter):
+    """The Parameter that holds A, S or S's factors: one whose every write the eval cache of H sees.
+
+    In-place edits (optimizer steps, ``load_state_dict``, ``torch.no_grad()`` edits) bump a tensor's
+    version counter, and a new tensor has a new identity and storage; the cache checks all three.
+    Two kinds of write bypass them: edits through ``.data``, which hands out an alias with a version
+    counter of its own (fairseq's optimizers write that way, so do ``p.data.mul_()`` and
+    ``vector_to_parameters``), and fused optimizer kernels. So every ``.data`` access, reading or
+    assigning, and every optimizer step (a global hook, below) advance ``writes``, and a cached H
+    is reused only while ``writes`` has not moved. Otherwise this is an ``nn.Parameter``.
+    """
+
+    writes = 0
+
+    @property
+    def data(self):
+        FactorParameter.writes += 1
+        return _TENSOR_DATA.__get__(self, type(self))
+
+    @data.setter
+    def data(self, value):
+        FactorParameter.writes += 1
+        _TENSOR_DATA.__set__(self, value)
+
+    def __repr__(self):
+        return "Parameter containing:\n" + repr(self.detach().requires_grad_(self.requires_grad))
+
+    def __reduce_ex__(self, protocol):
+        return _rebuild_factor_parameter, (super().__reduce_ex__(protocol),)
+
+
+def _rebuild_factor_parameter(reduced) -> FactorParameter:
+    rebuild, args = reduced[:2]
+    parameter = rebuild(*args)
+    parameter.__class__ = FactorParameter
+    return parameter
+
+
+def _count_optimizer_step(optimizer, args, kwargs) -> None:
+    FactorParameter.writes += 1
+
+
+register_optimizer_step_post_hook(_count_optimizer_step)
+
+
+def _same_key(key, cached) -> bool:
+    if cached is None or key[0] != cached[0] or len(key[1]) != len(cached[1]):
+        return False
+    return all(t is c and v == cv and p == cp for (t, v, p), (c, cv, cp) in zip(key[1], cached[1]))
+
+
+FACTORS = ("A", "S", "S_left", "S_right")
+"""The tensors H is built from (those a layer has)."""
 
 
 class PHMLinear(nn.Module):
@@ -119,20 +171,20 @@ class PHMLinear(nn.Module):
         self.rule, self.gain, self.rank = rule, gain, rank
         blocks = (n, out_features // n, in_features // n)
         if rank is None:
-            self.S = nn.Parameter(torch.empty(*blocks, **factory))
+            self.S = FactorParameter(torch.empty(*blocks, **factory))
             self.register_parameter("S_left", None)
             self.register_parameter("S_right", None)
         else:
             self.register_parameter("S", None)
-            self.S_left = nn.Parameter(torch.empty(n, blocks[1], rank, **factory))
-            self.S_right = nn.Parameter(torch.empty(n, rank, blocks[2], **factory))
+            self.S_left = FactorParameter(torch.empty(n, blocks[1], rank, **factory))
+            self.S_right = FactorParameter(torch.empty(n, rank, blocks[2], **factory))
         if rule == "algebra-frozen":
             # A constant of the architecture, so not saved in checkpoints.
             self.register_buffer("A", torch.empty(n, n, n, **factory), persistent=False)
         else:
-            self.A = nn.Parameter(torch.empty(n, n, n, **factory))
+            self.A = FactorParameter(torch.empty(n, n, n, **factory))
         self.bias = nn.Parameter(torch.empty(out_features, **factory)) if bias else None
-        self._cached_weight = self._cache_sources = None
+        self._cached_weight = self._cache_key = None
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
@@ -185,14 +237,10 @@ class PHMLinear(nn.Module):
     def weight(self) -> Tensor:
         if self.training or torch.is_grad_enabled():
             return self.build_weight()
-        # Reused while A and S hold the values it was built from. Version counters and identities
-        # do not tell: fairseq's Adam writes through .data, fused optimizers and
-        # vector_to_parameters write without bumping them. Comparing with a copy reads 2/n of
-        # H's size, nothing against the product with H that follows.
-        sources = self.factor_tensors()
-        if self._cached_weight is None or not _same_values(sources, self._cache_sources):
-            self._cached_weight = self.build_weight()
-            self._cache_sources = tuple(t.detach().clone() for t in sources)
+        # Reused while no tensor it was built from has changed: see FactorParameter.
+        key = (FactorParameter.writes, [(t, t._version, t.data_ptr()) for t in self.factor_tensors()])
+        if self._cached_weight is None or not _same_key(key, self._cache_key):
+            self._cached_weight, self._cache_key = self.build_weight(), key
         return self._cached_weight
 
     def forward(self, input: Tensor) -> Tensor:
@@ -210,7 +258,12 @@ class PHMLinear(nn.Module):
         return factored_crossover(self.in_features, self.out_features, self.n)
 
     def clear_cache(self) -> None:
-        self._cached_weight = self._cache_sources = None
+        self._cached_weight = self._cache_key = None
+
+    def __setattr__(self, name, value):
+        if name in FACTORS and isinstance(value, nn.Parameter) and not isinstance(value, FactorParameter):
+            value.__class__ = FactorParameter  # e.g. layer.S = nn.Parameter(...): its .data writes must count too
+        super().__setattr__(name, value)
 
     def train(self, mode: bool = True):
         self.clear_cache()
