@@ -7,6 +7,7 @@ product S_left_i @ S_right_i of (out/n x R) and (R x in/n) factors: R*(out+in) +
 """
 
 import math
+from functools import lru_cache
 from typing import Optional, Tuple
 
 import torch
@@ -57,12 +58,25 @@ def kronecker_sum_linear(input: Tensor, A: Tensor, S, bias: Optional[Tensor] = N
     return y if bias is None else y + bias.to(y.dtype)
 
 
+@lru_cache(maxsize=None)
 def factored_crossover(in_features: int, out_features: int, n: int) -> int:
-    """The most input rows for which the factored product beats the product with a cached H.
+    """The most input rows for which PHMLinear takes the factored product (``kronecker_sum_linear``)
+    rather than the product with its cached H, from a CPU benchmark.
 
-    PLACEHOLDER, to be measured.
+    ``python -m benchmarks.bench_factored`` (benchmarks/results/factored_cpu.md, 2 threads, fp32,
+    eval) times both against nn.Linear over 1 to 256 rows for the maps of every translation size:
+    - under ~786K weights (512 x 1536, the base size's fused Q/K/V) the factored product never won:
+      such weights sit in the caches and its five kernels cost more than the one they replace;
+    - the factored product won up to 12-16 rows at 512 x 1536 (n <= 8), 4-48 rows at 512 x 2048
+      and 2048 x 512, 24-256 rows at 1024 x 4096; where it lost, it lost more as n grew (its
+      mix by A costs n^2 per feature); near the crossover both products are within a few percent.
+    The rule stays below every measured crossover: 8 rows per 1M weights (4 for n >= 16, which
+    needs at least 1M weights), so that it never picks the slower product by much.
     """
-    return 0 if n == 1 else 8
+    weights = in_features * out_features
+    if n == 1 or weights < 786_432 or (n >= 16 and weights < 1_048_576):
+        return 0
+    return int((8 if n < 16 else 4) * weights / 1_048_576)
 
 
 _TENSOR_DATA = torch._C.TensorBase.data  # the descriptor behind Tensor.data
@@ -111,12 +125,6 @@ def _count_optimizer_step(optimizer, args, kwargs) -> None:
 
 
 register_optimizer_step_post_hook(_count_optimizer_step)
-
-
-def _same_key(key, cached) -> bool:
-    if cached is None or key[0] != cached[0] or len(key[1]) != len(cached[1]):
-        return False
-    return all(t is c and v == cv and p == cp for (t, v, p), (c, cv, cp) in zip(key[1], cached[1]))
 
 
 FACTORS = ("A", "S", "S_left", "S_right")
@@ -237,10 +245,13 @@ class PHMLinear(nn.Module):
     def weight(self) -> Tensor:
         if self.training or torch.is_grad_enabled():
             return self.build_weight()
-        # Reused while no tensor it was built from has changed: see FactorParameter.
-        key = (FactorParameter.writes, [(t, t._version, t.data_ptr()) for t in self.factor_tensors()])
-        if self._cached_weight is None or not _same_key(key, self._cache_key):
-            self._cached_weight, self._cache_key = self.build_weight(), key
+        # Reused while no tensor it was built from has changed: no in-place edit (their version
+        # counters), no new tensor (__setattr__, _apply and load_state_dict drop the cache), no
+        # write through .data and no optimizer step (FactorParameter.writes).
+        key = self._cache_key
+        if key is None or key[0] != FactorParameter.writes or any(t._version != v for t, v in key[1]):
+            self._cached_weight = self.build_weight()
+            self._cache_key = (FactorParameter.writes, [(t, t._version) for t in self.factor_tensors()])
         return self._cached_weight
 
     def forward(self, input: Tensor) -> Tensor:
@@ -261,8 +272,10 @@ class PHMLinear(nn.Module):
         self._cached_weight = self._cache_key = None
 
     def __setattr__(self, name, value):
-        if name in FACTORS and isinstance(value, nn.Parameter) and not isinstance(value, FactorParameter):
-            value.__class__ = FactorParameter  # e.g. layer.S = nn.Parameter(...): its .data writes must count too
+        if name in FACTORS:
+            if isinstance(value, nn.Parameter) and not isinstance(value, FactorParameter):
+                value.__class__ = FactorParameter  # e.g. layer.S = nn.Parameter(...): its .data writes count too
+            self.clear_cache()
         super().__setattr__(name, value)
 
     def train(self, mode: bool = True):
