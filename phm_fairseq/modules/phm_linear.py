@@ -70,13 +70,13 @@ def factored_crossover(in_features: int, out_features: int, n: int) -> int:
     - the factored product won up to 12-16 rows at 512 x 1536 (n <= 8), 4-48 rows at 512 x 2048
       and 2048 x 512, 24-256 rows at 1024 x 4096; where it lost, it lost more as n grew (its
       mix by A costs n^2 per feature); near the crossover both products are within a few percent.
-    The rule stays below every measured crossover: 8 rows per 1M weights (4 for n >= 16, which
-    needs at least 1M weights), so that it never picks the slower product by much.
+    The rule stays at or below every measured crossover: 8 rows per 1M weights (n >= 16 needs at
+    least 1M weights), so that it never picks the slower product by much.
     """
     weights = in_features * out_features
     if n == 1 or weights < 786_432 or (n >= 16 and weights < 1_048_576):
         return 0
-    return int((8 if n < 16 else 4) * weights / 1_048_576)
+    return int(8 * weights / 1_048_576)
 
 
 _TENSOR_DATA = torch._C.TensorBase.data  # the descriptor behind Tensor.data
