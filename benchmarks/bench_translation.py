@@ -36,7 +36,12 @@ TRAIN_TARGET, GENERATE_TARGET = 0.95, 1.0
 
 
 def build(name, args, device):
-    """Model, criterion and task for one row, from fairseq-train arguments."""
+    """Model, criterion and task for one row of MODELS."""
+    return build_from_flags(MODELS[name], args, device)
+
+
+def build_from_flags(flags, args, device):
+    """Model, criterion and task from the model's fairseq-train arguments (``{size}``: args.size)."""
     from fairseq import options, tasks
 
     import phm_fairseq  # noqa: F401
@@ -44,7 +49,7 @@ def build(name, args, device):
     parser = options.get_training_parser()
     argv = [args.data, "--task", "translation", "--share-all-embeddings", "--max-tokens", str(args.max_tokens),
             "--criterion", "label_smoothed_cross_entropy", "--label-smoothing", "0.1", "--seed", "1",
-            "--dropout", "0.1", *[a.format(size=args.size) for a in MODELS[name]]]
+            "--dropout", "0.1", *[a.format(size=args.size) for a in flags]]
     cfg = options.parse_args_and_arch(parser, input_args=argv)
     task = tasks.setup_task(cfg)
     torch.manual_seed(1)

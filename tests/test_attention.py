@@ -73,6 +73,33 @@ def test_initialisation_follows_fairseqs_gains_and_survives_reset_parameters():
         assert not torch.equal(mha.q_proj.S, before)  # really re-initialised, not a lost write
 
 
+def count_calls(monkeypatch, obj, name):
+    calls = []
+    original = getattr(obj, name)
+    monkeypatch.setattr(obj, name, lambda *args, **kwargs: calls.append(1) or original(*args, **kwargs))
+    return calls
+
+
+def test_fused_qkv_builds_h_once_per_training_forward(monkeypatch):
+    mha = attention(LinearSpec("phm", n=4), fused_qkv=True).train()
+    builds = count_calls(monkeypatch, mha.qkv_proj, "build_weight")
+    x = torch.randn(5, 3, 32)
+    for forwards in (1, 2):
+        mha(x, x, x)[0].sum().backward()
+        assert len(builds) == forwards  # not one per Q, K and V
+
+
+@pytest.mark.parametrize("spec", SPECS, ids=str)
+def test_fused_qkv_computes_its_output_once_per_decoding_step(monkeypatch, spec):
+    mha = attention(spec, fused_qkv=True).eval()
+    products = count_calls(monkeypatch, mha.qkv_proj, "forward")
+    x, state = torch.randn(4, 5, 32), {}
+    with torch.no_grad():
+        for t in range(4):
+            mha(x[t : t + 1], x[t : t + 1], x[t : t + 1], incremental_state=state)
+            assert len(products) == t + 1
+
+
 def test_quaternion_attention_refuses_a_fused_qkv_projection():
     from phm_fairseq.models.quaternion_attention import QuaternionMultiheadAttention
 

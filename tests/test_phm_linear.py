@@ -302,6 +302,170 @@ def test_bfloat16_autocast_runs_in_bfloat16_with_gradients():
     assert layer.A.grad.dtype == torch.float32 and layer.S.grad is not None
 
 
+# --- the factored product and the path choice -----------------------------------------------
+
+def quietly(make, *args, **kwargs):
+    """A layer built without the warning that rank 2 saves no weights in these tiny layers."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return make(*args, **kwargs)
+
+
+LAYERS = {
+    "phm-learned": lambda d, k, n, **kw: PHMLinear(d, k, n, **kw),
+    "phm-algebra-init": lambda d, k, n, **kw: PHMLinear(d, k, n, rule="algebra-init", **kw),
+    "phm-algebra-frozen": lambda d, k, n, **kw: PHMLinear(d, k, n, rule="algebra-frozen", **kw),
+    "phm-rank-2": lambda d, k, n, **kw: quietly(PHMLinear, d, k, n, rank=2, **kw),
+    "quaternion": lambda d, k, n, **kw: QuaternionLinear(d, k, **kw),
+}
+
+
+def with_path(layer, path):
+    """A copy of ``layer`` that always takes one product: "factored" or "weight" (H)."""
+    layer = copy.deepcopy(layer)
+    layer.factored_max_rows = 10**9 if path == "factored" else 0
+    return layer
+
+
+def shapes_for(kind):
+    ns = [4] if kind == "quaternion" else [1, 2, 4, 8]
+    return [(n, d, k) for n in ns for d, k in [(16, 32), (32, 16), (8, 8)]]
+
+
+@pytest.mark.parametrize("kind", list(LAYERS))
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("lead", [(), (1,), (3,), (2, 5)])
+@pytest.mark.parametrize("bias", [True, False])
+def test_factored_equals_cached_equals_the_definition(kind, dtype, lead, bias):
+    for n, d, k in shapes_for(kind):
+        layer = LAYERS[kind](d, k, n, bias=bias).to(dtype).eval()
+        x = torch.randn(*lead, d, dtype=dtype)
+        expected = nn.functional.linear(x, layer.build_weight().detach(), layer.bias)
+        tolerance = {"atol": 1e-5, "rtol": 1e-5} if dtype == torch.float32 else {"atol": 1e-12, "rtol": 1e-12}
+        with torch.no_grad():
+            for path in ("factored", "weight"):
+                out = with_path(layer, path)(x)
+                assert out.shape == (*lead, k) and out.dtype == dtype
+                torch.testing.assert_close(out, expected, **tolerance, msg=f"{kind} n={n} {d}->{k} {path}")
+
+
+@pytest.mark.parametrize("kind", list(LAYERS))
+def test_gradients_through_either_path_match(kind):
+    for n, d, k in shapes_for(kind):
+        layer = LAYERS[kind](d, k, n).double()
+        x = torch.randn(3, d, dtype=torch.float64, requires_grad=True)
+        grads = {}
+        for path in ("factored", "weight"):
+            copy_ = with_path(layer, path)
+            copy_(x).square().sum().backward()
+            grads[path] = [x.grad.clone()] + [p.grad for p in copy_.parameters()]
+            x.grad = None
+        for a, b in zip(grads["factored"], grads["weight"]):
+            torch.testing.assert_close(a, b)
+
+
+def test_gradcheck_of_the_factored_product():
+    from phm_fairseq.modules.phm_linear import kronecker_sum_linear
+
+    for d, k in [(4, 8), (8, 4)]:
+        A = torch.randn(2, 2, 2, dtype=torch.float64, requires_grad=True)
+        S = torch.randn(2, k // 2, d // 2, dtype=torch.float64, requires_grad=True)
+        b = torch.randn(k, dtype=torch.float64, requires_grad=True)
+        x = torch.randn(3, d, dtype=torch.float64, requires_grad=True)
+        assert torch.autograd.gradcheck(kronecker_sum_linear, (x, A, S, b))
+
+
+@pytest.mark.parametrize("kind", list(LAYERS))
+def test_factored_product_under_bfloat16_autocast(kind):
+    layer = LAYERS[kind](32, 64, 4).eval()
+    x = torch.randn(5, 32)
+    with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
+        factored, cached = with_path(layer, "factored")(x), with_path(layer, "weight")(x)
+        reference = nn.functional.linear(x, layer.build_weight(), layer.bias)
+    assert factored.dtype == cached.dtype == reference.dtype == torch.bfloat16
+    torch.testing.assert_close(factored.float(), reference.float(), atol=0.05, rtol=0.02)
+    torch.testing.assert_close(cached.float(), reference.float(), atol=0.05, rtol=0.02)
+
+
+def test_few_rows_take_the_factored_product_and_never_build_h(monkeypatch):
+    layer = PHMLinear(64, 256, n=4).eval()
+    layer.factored_max_rows = 5
+    builds = []
+    build = layer.build_weight
+    monkeypatch.setattr(layer, "build_weight", lambda: builds.append(1) or build())
+    with torch.no_grad():
+        layer(torch.randn(5, 64))
+        layer(torch.randn(1, 5, 64))
+        assert builds == []  # decoding-sized inputs never build H
+        layer(torch.randn(6, 64))
+        layer(torch.randn(2, 3, 64))
+        assert builds == [1]  # larger ones build it once and reuse it
+
+
+def test_the_measured_crossover_is_the_default_and_can_be_overridden():
+    from phm_fairseq.modules.phm_linear import factored_crossover
+
+    layer = PHMLinear(512, 2048, n=8)
+    assert layer.factored_rows_limit() == factored_crossover(512, 2048, 8)
+    assert factored_crossover(512, 2048, 1) == 0  # n = 1 is a dense layer: nothing to gain
+    layer.factored_max_rows = 0
+    assert layer.factored_rows_limit() == 0
+
+
+# --- the eval cache never serves a stale H, whatever wrote the parameters -----------------------
+
+def _fused_adam_step(layer):
+    optimizer = torch.optim.Adam(layer.parameters(), lr=0.5, fused=True)
+    layer(torch.randn(3, 8)).sum().backward()
+    optimizer.step()
+
+
+def _fairseq_adam_step(layer):
+    from fairseq.optim.adam import Adam  # writes its update through p.data
+
+    optimizer = Adam(layer.parameters(), lr=0.5)
+    layer(torch.randn(3, 8)).sum().backward()
+    optimizer.step()
+
+
+def _assign_data(layer):
+    layer.S.data = torch.randn_like(layer.S)
+
+
+def _edit_data_in_place(layer):
+    layer.S.data.mul_(3)
+
+
+def _vector_to_parameters(layer):
+    vector = torch.nn.utils.parameters_to_vector(layer.parameters())
+    torch.nn.utils.vector_to_parameters(torch.randn_like(vector), layer.parameters())
+
+
+def _step_through_a_layer_that_shares_the_rule(layer):
+    other = PHMLinear(8, 8, n=2)
+    other.A = layer.A  # as LinearSpec.finish_model ties them
+    other.train()
+    _fused_adam_step(other)
+
+
+@pytest.mark.parametrize("write", [_fused_adam_step, _fairseq_adam_step, _assign_data, _edit_data_in_place,
+                                   _vector_to_parameters, _step_through_a_layer_that_shares_the_rule])
+def test_cache_is_never_stale_whatever_writes_the_parameters(write):
+    if write is _fairseq_adam_step:
+        pytest.importorskip("fairseq")
+    # a custom loop or evaluation hook: the layer stays in eval mode throughout
+    layer = with_path(PHMLinear(8, 8, n=2), "weight").eval()
+    x = torch.randn(4, 8)
+    with torch.no_grad():
+        before = layer(x)  # builds and caches H
+    write(layer)
+    with torch.no_grad():
+        after = layer(x)
+        expected = nn.functional.linear(x, layer.build_weight(), layer.bias)
+    assert not torch.allclose(expected, before)
+    torch.testing.assert_close(after, expected)
+
+
 # --- low-rank S_i (rank R: S_i = S_left_i @ S_right_i) -------------------------------------------
 # (the small layers below save no weights at their rank: the warning that says so is expected)
 LOW_RANK_SAVES_NOTHING = pytest.mark.filterwarnings("ignore:PHM layer .* rank")
@@ -503,3 +667,18 @@ def test_a_saved_shared_rule_is_one_storage(tmp_path):
     torch.save(untied.state_dict(), tmp_path / "untied.pt")
     saved = (tmp_path / "untied.pt").stat().st_size - (tmp_path / "tied.pt").stat().st_size
     assert saved >= 3 * 8**3 * 4  # three of the four A's (4 bytes each) are not stored again
+
+
+def test_factor_parameters_stay_watched_and_look_like_parameters(tmp_path):
+    from phm_fairseq.modules.phm_linear import FactorParameter
+
+    layer = PHMLinear(8, 8, n=2, rank=2)
+    assert all(isinstance(t, FactorParameter) for t in (layer.A, layer.S_left, layer.S_right))
+    assert repr(layer.A).startswith("Parameter containing:\ntensor(") and "requires_grad=True" in repr(layer.A)
+    for copied in (copy.deepcopy(layer), layer.double()):
+        assert isinstance(copied.S_left, FactorParameter)
+    torch.save(layer, tmp_path / "layer.pt")
+    assert isinstance(torch.load(tmp_path / "layer.pt", weights_only=False).S_left, FactorParameter)
+    plain = nn.Parameter(torch.zeros(2, 4, 2))
+    layer.S_left = plain  # assigned by hand: its writes through .data must count as well
+    assert layer.S_left is plain and isinstance(plain, FactorParameter)

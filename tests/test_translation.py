@@ -90,12 +90,11 @@ def test_tensorboard_logdir_gets_the_training_curves(trained):
     assert set(events) >= {"train", "train_inner", "valid"} and all(p.stat().st_size > 0 for p in events.values())
 
 
+@pytest.mark.parametrize("trained", ["phm-shared-rule-rank4"], indirect=True)
 def test_shared_rule_and_rank_run_as_asked_and_stay_tied_after_loading_and_resuming(trained, copy_task, tmp_path):
     from phm_fairseq.modules import PHMLinear
 
     name, checkpoint, log = trained
-    if name != "phm-shared-rule-rank4":
-        pytest.skip("a model without a shared rule")
     assert "PHM layer 32->32, n=4: rank 4 factors hold 256 weights, no fewer than the 256 of full-rank S_i" in log
     resumed = train(copy_task, tmp_path, *ARCHS[name], "--max-update", "610",
                     "--restore-file", checkpoint.parent / "checkpoint_last.pt")
@@ -108,9 +107,15 @@ def test_shared_rule_and_rank_run_as_asked_and_stay_tied_after_loading_and_resum
         assert all(torch.equal(state[key], layers[0].A) for key in state if key.endswith(".A"))
 
 
-def test_beam_search_equals_full_re_decoding_and_incremental_steps_equal_full_pass(trained):
+@pytest.mark.parametrize("product", ["factored", "cached H"])
+def test_beam_search_equals_full_re_decoding_and_incremental_steps_equal_full_pass(trained, product, monkeypatch):
     from fairseq.models import FairseqDecoder
 
+    from phm_fairseq.modules import PHMLinear
+
+    # every hypercomplex map takes one product, whatever the number of rows (decoding takes the
+    # factored one on its own when few rows pass)
+    monkeypatch.setattr(PHMLinear, "factored_max_rows", 10**9 if product == "factored" else 0)
     _name, checkpoint, _log = trained
     model, task = load(checkpoint)
     net_input = batch_of(task, 8)
@@ -145,6 +150,24 @@ def test_beam_search_equals_full_re_decoding_and_incremental_steps_equal_full_pa
         assert [h["tokens"].tolist() for h in incremental] == [h["tokens"].tolist() for h in full_hyps]
         torch.testing.assert_close(torch.stack([h["score"] for h in incremental]),
                                    torch.stack([h["score"] for h in full_hyps]), rtol=1e-4, atol=1e-4)
+
+
+def test_the_product_path_does_not_change_what_is_decoded(trained, monkeypatch):
+    from phm_fairseq.modules import PHMLinear
+
+    _name, checkpoint, _log = trained
+    model, task = load(checkpoint)
+    net_input = batch_of(task, 3)
+    decoded = {}
+    for product, limit in (("factored", 10**9), ("cached H", 0)):
+        monkeypatch.setattr(PHMLinear, "factored_max_rows", limit)
+        generator = task.build_generator([model], type("Args", (), {"beam": 5, "lenpen": 0.6})())
+        with torch.no_grad():
+            decoded[product] = generator.generate([model], {"net_input": net_input})
+    for factored, cached in zip(decoded["factored"], decoded["cached H"]):
+        assert [h["tokens"].tolist() for h in factored] == [h["tokens"].tolist() for h in cached]
+        torch.testing.assert_close(torch.stack([h["score"] for h in factored]),
+                                   torch.stack([h["score"] for h in cached]), rtol=1e-5, atol=1e-5)
 
 
 def test_torchscript_export_of_the_dense_equivalent(trained):

@@ -2,35 +2,70 @@
 
 import math
 
-import torch.nn.functional as F
 from fairseq.modules import MultiheadAttention
 from torch import nn
 
 from ..modules import LinearSpec, PHMLinear
 
 
-class RowSlice(nn.Module):
-    """Rows ``[start, start + size)`` of another layer: Q, K or V of a fused QKV projection.
+class FusedProduct:
+    """What the Q, K and V slices of one fused projection share during an attention forward: H,
+    built at most once, and the 3 x embed_dim output for the input that Q, K and V are computed
+    from (fairseq asks q_proj, k_proj and v_proj for it one after the other)."""
 
-    Owns no parameters; the source layer is registered once, on the attention module.
+    def __init__(self, layer: nn.Module):
+        self.layer = layer
+        self.active = False
+        self.clear()
+
+    def clear(self):
+        self.weight = self.input = self.output = None
+
+    def __enter__(self):
+        self.active = True
+        return self
+
+    def __exit__(self, *exc):
+        self.active = False
+        self.clear()
+
+    def get_weight(self):
+        if not self.active:
+            return self.layer.weight
+        if self.weight is None:
+            self.weight = self.layer.weight
+        return self.weight
+
+    def get_output(self, x):
+        if not self.active:
+            return self.layer(x)
+        if self.input is not x:
+            self.input, self.output = x, self.layer(x)
+        return self.output
+
+
+class RowSlice(nn.Module):
+    """Rows ``[start, start + size)`` of a fused projection: Q, K or V.
+
+    Owns no parameters; the fused layer is registered once, on the attention module.
     """
 
-    def __init__(self, source: nn.Module, start: int, size: int):
+    def __init__(self, fused: FusedProduct, start: int, size: int):
         super().__init__()
-        self._source = (source,)  # a tuple keeps it out of this module's children
+        self._fused = (fused,)  # a tuple keeps it out of this module's attributes that torch walks
         self.start, self.size = start, size
 
     @property
     def weight(self):
-        return self._source[0].weight[self.start : self.start + self.size]
+        return self._fused[0].get_weight()[self.start : self.start + self.size]
 
     @property
     def bias(self):
-        bias = self._source[0].bias
+        bias = self._fused[0].layer.bias
         return None if bias is None else bias[self.start : self.start + self.size]
 
     def forward(self, x):
-        return F.linear(x, self.weight, self.bias)
+        return self._fused[0].get_output(x)[..., self.start : self.start + self.size]
 
     def extra_repr(self) -> str:
         return f"rows {self.start}:{self.start + self.size} of the fused projection"
@@ -53,9 +88,8 @@ class HypercomplexMultiheadAttention(MultiheadAttention):
         qkv_gain = 1 / math.sqrt(2) if self.qkv_same_dim else 1.0
         if fused_qkv:
             self.qkv_proj = linear.build(embed_dim, 3 * embed_dim, bias=bias, gain=qkv_gain)
-            self.q_proj, self.k_proj, self.v_proj = (
-                RowSlice(self.qkv_proj, i * embed_dim, embed_dim) for i in range(3)
-            )
+            self._qkv = FusedProduct(self.qkv_proj)
+            self.q_proj, self.k_proj, self.v_proj = (RowSlice(self._qkv, i * embed_dim, embed_dim) for i in range(3))
         else:
             self.q_proj = linear.build(embed_dim, embed_dim, bias=bias, gain=qkv_gain)
             self.k_proj = linear.build(self.kdim, embed_dim, bias=bias, gain=qkv_gain)
@@ -75,3 +109,9 @@ class HypercomplexMultiheadAttention(MultiheadAttention):
                 layer.reset_parameters()
         if self.out_proj.bias is not None:
             nn.init.zeros_(self.out_proj.bias)
+
+    def forward(self, query, *args, **kwargs):
+        if not hasattr(self, "_qkv"):
+            return super().forward(query, *args, **kwargs)
+        with self._qkv:  # one H per training forward, one 3 x embed_dim product per decoding step
+            return super().forward(query, *args, **kwargs)

@@ -28,7 +28,7 @@ def densify(model: nn.Module) -> nn.Module:
             for name in ("q_proj", "k_proj", "v_proj"):
                 rows = getattr(module, name)
                 setattr(module, name, _linear_like(rows.weight, rows.bias))
-            del module.qkv_proj
+            del module.qkv_proj, module._qkv
         for name, child in list(module.named_children()):
             if isinstance(child, PHMLinear):
                 setattr(module, name, child.to_dense())

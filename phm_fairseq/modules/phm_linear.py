@@ -7,11 +7,13 @@ product S_left_i @ S_right_i of (out/n x R) and (R x in/n) factors: R*(out+in) +
 """
 
 import math
+from functools import lru_cache
 from typing import Optional, Tuple
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
+from torch.optim.optimizer import register_optimizer_step_post_hook
 
 from .algebra import ALGEBRAS, multiplication_rule
 from .linear_spec import RULES, LinearSpec  # noqa: F401  (RULES: also importable from here, as before)
@@ -24,6 +26,109 @@ def kronecker_sum(A: Tensor, S: Tensor) -> Tensor:
     """
     n, k, d = S.shape
     return torch.einsum("irc,ipq->rpcq", A, S).reshape(n * k, n * d)
+
+
+def kronecker_sum_linear(input: Tensor, A: Tensor, S, bias: Optional[Tensor] = None) -> Tensor:
+    """``F.linear(input, kronecker_sum(A, S), bias)`` without building H.
+
+    With the input split into n blocks x_c, output block r is y_r = sum_i S_i (sum_c A_i[r, c] x_c):
+    the dense layer's multiply-adds, plus n^2 per feature of the smaller side for the mix by A, while
+    reading only S (1/n of H's entries) and using each S_i for n blocks at once. It pays when few
+    rows pass (decoding: a beam's rows per step), where multiplying by H is bound by reading H.
+    ``S`` is (n, out/n, in/n), or the pair (S_left, S_right) of a low-rank layer, whose S_i are
+    then never built: y_r = sum_i S_left_i (S_right_i (sum_c A_i[r, c] x_c)).
+    """
+    low_rank = isinstance(S, tuple)
+    n = A.shape[0]
+    k, d = (S[0].shape[1], S[1].shape[2]) if low_rank else S.shape[1:]  # out/n, in/n
+    x = input.reshape(-1, n, d)
+    rows = x.shape[0]
+    if low_rank or d <= k:  # mix the input blocks by A, then batched products with the S_i, summed over i
+        z = torch.matmul(A.reshape(n * n, n), x)  # (rows, i * n + r, d) = sum_c A[i, r, c] x_c
+        z = z.view(rows, n, n, d).transpose(0, 1).reshape(n, rows * n, d)
+        if low_rank:
+            z = torch.bmm(z, S[1].transpose(1, 2))  # (i, rows * n, R)
+        y = torch.bmm(z, (S[0] if low_rank else S).transpose(1, 2)).sum(0)  # (rows * n, k): row (b, r) is y_r of row b
+    else:  # the S_i first, on every input block, then mix the output blocks by A
+        products = torch.matmul(x.reshape(1, rows * n, d), S.transpose(1, 2))  # (i, rows * c, k)
+        products = products.view(n, rows, n, k).transpose(0, 1).reshape(rows, n * n, k)
+        y = torch.matmul(A.transpose(0, 1).reshape(n, n * n), products)  # (rows, r, k)
+    y = y.reshape(*input.shape[:-1], n * k)
+    # as F.linear under autocast, the bias joins in the product's dtype
+    return y if bias is None else y + bias.to(y.dtype)
+
+
+@lru_cache(maxsize=None)
+def factored_crossover(in_features: int, out_features: int, n: int) -> int:
+    """The most input rows for which PHMLinear takes the factored product (``kronecker_sum_linear``)
+    rather than the product with its cached H, from a CPU benchmark.
+
+    ``python -m benchmarks.bench_factored`` (benchmarks/results/factored_cpu.md, 2 threads, fp32,
+    eval) times both against nn.Linear over 1 to 256 rows for the maps of every translation size:
+    - under ~786K weights (512 x 1536, the base size's fused Q/K/V) the factored product never won:
+      such weights sit in the caches and its five kernels cost more than the one they replace;
+    - the factored product won up to 12-16 rows at 512 x 1536 (n <= 8), 4-48 rows at 512 x 2048
+      and 2048 x 512, 24-256 rows at 1024 x 4096; where it lost, it lost more as n grew (its
+      mix by A costs n^2 per feature); near the crossover both products are within a few percent.
+    The rule stays at or below every measured crossover: 8 rows per 1M weights (n >= 16 needs at
+    least 1M weights), so that it never picks the slower product by much.
+    """
+    weights = in_features * out_features
+    if n == 1 or weights < 786_432 or (n >= 16 and weights < 1_048_576):
+        return 0
+    return int(8 * weights / 1_048_576)
+
+
+_TENSOR_DATA = torch._C.TensorBase.data  # the descriptor behind Tensor.data
+
+
+class FactorParameter(nn.Parameter):
+    """The Parameter that holds A, S or S's factors: one whose every write the eval cache of H sees.
+
+    In-place edits (optimizer steps, ``load_state_dict``, ``torch.no_grad()`` edits) bump a tensor's
+    version counter, and a new tensor has a new identity and storage; the cache checks all three.
+    Two kinds of write bypass them: edits through ``.data``, which hands out an alias with a version
+    counter of its own (fairseq's optimizers write that way, so do ``p.data.mul_()`` and
+    ``vector_to_parameters``), and fused optimizer kernels. So every ``.data`` access, reading or
+    assigning, and every optimizer step (a global hook, below) advance ``writes``, and a cached H
+    is reused only while ``writes`` has not moved. Otherwise this is an ``nn.Parameter``.
+    """
+
+    writes = 0
+
+    @property
+    def data(self):
+        FactorParameter.writes += 1
+        return _TENSOR_DATA.__get__(self, type(self))
+
+    @data.setter
+    def data(self, value):
+        FactorParameter.writes += 1
+        _TENSOR_DATA.__set__(self, value)
+
+    def __repr__(self):
+        return "Parameter containing:\n" + repr(self.detach().requires_grad_(self.requires_grad))
+
+    def __reduce_ex__(self, protocol):
+        return _rebuild_factor_parameter, (super().__reduce_ex__(protocol),)
+
+
+def _rebuild_factor_parameter(reduced) -> FactorParameter:
+    rebuild, args = reduced[:2]
+    parameter = rebuild(*args)
+    parameter.__class__ = FactorParameter
+    return parameter
+
+
+def _count_optimizer_step(optimizer, args, kwargs) -> None:
+    FactorParameter.writes += 1
+
+
+register_optimizer_step_post_hook(_count_optimizer_step)
+
+
+FACTORS = ("A", "S", "S_left", "S_right")
+"""The tensors H is built from (those a layer has)."""
 
 
 class PHMLinear(nn.Module):
@@ -42,11 +147,18 @@ class PHMLinear(nn.Module):
     is built). ``kronecker_factors()`` gives (A, S) with S built from its factors when low rank.
 
     ``weight`` is H, built on access; fairseq's attention reads it directly. In eval mode
-    under ``torch.no_grad()`` H is built once and reused until a parameter changes.
+    under ``torch.no_grad()`` H is built once and reused until a parameter changes. A forward
+    of few rows (decoding) skips H and multiplies by A and S directly, reading 1/n of the bytes
+    (``kronecker_sum_linear``; see ``factored_max_rows``); both paths give F.linear(x, H, b).
     """
 
     __constants__ = ["in_features", "out_features", "n"]
     __jit_unused_properties__ = ["weight"]
+
+    factored_max_rows: Optional[int] = None
+    """Inputs of at most this many rows (the product of the leading dims) are multiplied in factored
+    form (``kronecker_sum_linear``), larger ones by H. None: ``factored_crossover`` of the layer's
+    shape, measured on CPU; set it on the class or on one layer to override (0: always H)."""
 
     def __init__(
         self,
@@ -67,21 +179,20 @@ class PHMLinear(nn.Module):
         self.rule, self.gain, self.rank = rule, gain, rank
         blocks = (n, out_features // n, in_features // n)
         if rank is None:
-            self.S = nn.Parameter(torch.empty(*blocks, **factory))
+            self.S = FactorParameter(torch.empty(*blocks, **factory))
             self.register_parameter("S_left", None)
             self.register_parameter("S_right", None)
         else:
             self.register_parameter("S", None)
-            self.S_left = nn.Parameter(torch.empty(n, blocks[1], rank, **factory))
-            self.S_right = nn.Parameter(torch.empty(n, rank, blocks[2], **factory))
+            self.S_left = FactorParameter(torch.empty(n, blocks[1], rank, **factory))
+            self.S_right = FactorParameter(torch.empty(n, rank, blocks[2], **factory))
         if rule == "algebra-frozen":
             # A constant of the architecture, so not saved in checkpoints.
             self.register_buffer("A", torch.empty(n, n, n, **factory), persistent=False)
         else:
-            self.A = nn.Parameter(torch.empty(n, n, n, **factory))
+            self.A = FactorParameter(torch.empty(n, n, n, **factory))
         self.bias = nn.Parameter(torch.empty(out_features, **factory)) if bias else None
-        self._cached_weight = None
-        self._cache_key = None
+        self._cached_weight = self._cache_key = None
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
@@ -134,29 +245,38 @@ class PHMLinear(nn.Module):
     def weight(self) -> Tensor:
         if self.training or torch.is_grad_enabled():
             return self.build_weight()
-        # An optimizer step, load_state_dict or any in-place edit bumps a version counter,
-        # assigning a new Parameter changes its identity; _apply and train() drop the cache.
-        # A shared A is one tensor: a step through any layer that holds it shows here too.
-        tensors = self.factor_tensors()
-        key = (tensors, tuple(t._version for t in tensors))
-        if not self._cache_matches(key):
-            self._cached_weight, self._cache_key = self.build_weight(), key
+        # Reused while no tensor it was built from has changed: no in-place edit (their version
+        # counters), no new tensor (__setattr__, _apply and load_state_dict drop the cache), no
+        # write through .data and no optimizer step (FactorParameter.writes).
+        key = self._cache_key
+        if key is None or key[0] != FactorParameter.writes or any(t._version != v for t, v in key[1]):
+            self._cached_weight = self.build_weight()
+            self._cache_key = (FactorParameter.writes, [(t, t._version) for t in self.factor_tensors()])
         return self._cached_weight
-
-    def _cache_matches(self, key) -> bool:
-        if self._cache_key is None:
-            return False
-        (tensors, versions), (cached_tensors, cached_versions) = key, self._cache_key
-        same = len(tensors) == len(cached_tensors) and all(a is b for a, b in zip(tensors, cached_tensors))
-        return same and versions == cached_versions
 
     def forward(self, input: Tensor) -> Tensor:
         if torch.jit.is_scripting():
             return F.linear(input, self.build_weight(), self.bias)
+        if input.numel() <= self.factored_rows_limit() * self.in_features:
+            S = self.S if self.S is not None else (self.S_left, self.S_right)
+            return kronecker_sum_linear(input, self.A, S, self.bias)
         return F.linear(input, self.weight, self.bias)
+
+    def factored_rows_limit(self) -> int:
+        """Inputs of at most this many rows take the factored product, more rows the product with H."""
+        if self.factored_max_rows is not None:
+            return self.factored_max_rows
+        return factored_crossover(self.in_features, self.out_features, self.n)
 
     def clear_cache(self) -> None:
         self._cached_weight = self._cache_key = None
+
+    def __setattr__(self, name, value):
+        if name in FACTORS:
+            if isinstance(value, nn.Parameter) and not isinstance(value, FactorParameter):
+                value.__class__ = FactorParameter  # e.g. layer.S = nn.Parameter(...): its .data writes count too
+            self.clear_cache()
+        super().__setattr__(name, value)
 
     def train(self, mode: bool = True):
         self.clear_cache()

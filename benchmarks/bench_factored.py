@@ -1,0 +1,175 @@
+"""Eval forward of PHMLinear against nn.Linear from 1 to 4096 input rows: where the factored product
+(A and S only, no H) beats the product with the cached H, and what the layer's own choice gives.
+
+    python -m benchmarks.bench_factored              # fp32 on this CPU, every core
+    python -m benchmarks.bench_factored --quick      # fewer rounds and sizes (a minute)
+
+Writes benchmarks/results/factored_<device>.{json,md,png}:
+- the sweep: for each shape and n, the factored product's time over the cached-H product's at
+  every row count in ROW_SWEEP, and the largest row count where the factored product is faster
+  (the crossover that phm_fairseq.modules.phm_linear.factored_crossover encodes);
+- the grid: PHMLinear (its own choice of product) against nn.Linear at ROWS x SHAPES x NS.
+Targets: at <= 5 rows, for layers of >= 1024 input features, at least 0.5 n times faster than
+nn.Linear; nowhere slower than 0.97x. Every ratio is a median over rounds that alternate the
+two sides in this one process, at the same thread count.
+"""
+
+import argparse
+
+import torch
+from torch import nn
+
+from benchmarks.common import RESULTS, default_threads, environment, interleaved_ratio, write_report
+from phm_fairseq.modules import PHMLinear
+from phm_fairseq.modules.phm_linear import factored_crossover, kronecker_sum_linear
+
+SHAPES = [(512, 2048), (2048, 512), (1024, 4096)]
+# the sweep also covers the maps of the translation models' sizes (demo 128, iwslt 256, base 512:
+# attention d -> d, fused Q/K/V d -> 3d, FFN d -> 4d -> d)
+SWEEP_SHAPES = [(128, 128), (128, 512), (512, 128), (256, 256), (256, 768), (256, 1024), (1024, 256), (512, 512),
+                (512, 1536), (512, 2048), (2048, 512), (1024, 4096)]
+NS = [2, 4, 8, 16]
+ROWS = [1, 5, 40, 320, 4096]
+ROW_SWEEP = [1, 2, 4, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256]
+SPEEDUP_FEATURES, FLOOR = 1024, 0.97
+
+
+def timed(fn, baseline, rounds: int, budget: float = 0.02):
+    """Median time ratio fn / baseline, with enough calls per round to take about ``budget`` seconds."""
+    import time
+
+    fn()
+    start = time.perf_counter()
+    baseline()
+    iters = max(1, int(budget / max(time.perf_counter() - start, 1e-6)))
+    return interleaved_ratio(fn, baseline, iters, rounds)
+
+
+def inference(fn):
+    def run():
+        with torch.inference_mode():
+            fn()
+    return run
+
+
+def sweep(shapes, ns, rows_list, rounds):
+    """For every shape, n and row count, the eval forward time of each of PHMLinear's two products
+    over nn.Linear's: the factored product, and the product with H (cached, and checked against
+    copies of A and S at every call, as the layer does)."""
+    results = []
+    for d, k in shapes:
+        dense = nn.Linear(d, k).eval()
+        for n in ns:
+            factored, cached = PHMLinear(d, k, n).eval(), PHMLinear(d, k, n).eval()
+            factored.factored_max_rows, cached.factored_max_rows = 10**9, 0
+            ratios = {"factored": {}, "cached H": {}}
+            for rows in rows_list:
+                x = torch.randn(rows, d)
+                for name, layer in (("factored", factored), ("cached H", cached)):
+                    ratios[name][rows] = timed(inference(lambda: layer(x)), inference(lambda: dense(x)), rounds)[2]
+            faster = [r for r in rows_list if ratios["factored"][r] < ratios["cached H"][r]]
+            crossover = max((r for r in faster if all(s in faster for s in rows_list if s <= r)), default=0)
+            results.append({"in": d, "out": k, "n": n, "ratios": ratios, "measured_crossover": crossover,
+                            "code_crossover": factored_crossover(d, k, n)})
+            print(f"sweep {d}->{k} n={n:2d}: factored faster up to {crossover} rows (code: "
+                  f"{factored_crossover(d, k, n)})", flush=True)
+            for name in ratios:
+                print(f"   {name:>9} / nn.Linear: " + " ".join(f"{r}:{v:.2f}" for r, v in ratios[name].items()), flush=True)
+    return results
+
+
+def grid(shapes, ns, rows_list, rounds):
+    """PHMLinear, choosing its product, against nn.Linear."""
+    rows_out = []
+    for d, k in shapes:
+        dense = nn.Linear(d, k).eval()
+        for n in ns:
+            layer = PHMLinear(d, k, n).eval()
+            for rows in rows_list:
+                x = torch.randn(rows, d)
+                phm_s, dense_s, ratio = timed(inference(lambda: layer(x)), inference(lambda: dense(x)), rounds)
+                speedup = 1 / ratio
+                target = 0.5 * n if rows <= 5 and d >= SPEEDUP_FEATURES else FLOOR
+                row = {
+                    "in": d, "out": k, "n": n, "rows": rows,
+                    "product": "factored" if rows <= layer.factored_rows_limit() else "cached H",
+                    "dense_us": 1e6 * dense_s, "phm_us": 1e6 * phm_s, "speedup": speedup,
+                    "target": target, "meets_target": speedup >= target,
+                }
+                rows_out.append(row)
+                print(f"grid {d}->{k} n={n:2d} rows={rows:5d} {row['product']:>9}: {speedup:.2f}x "
+                      f"(target {target:g}x{'' if row['meets_target'] else ' MISSED'})", flush=True)
+    return rows_out
+
+
+def plot(sweeps, path):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    shapes = sorted({(s["in"], s["out"]) for s in sweeps}, key=lambda s: s[0] * s[1])
+    fig, axes = plt.subplots(1, len(shapes), figsize=(5 * len(shapes), 3.8), squeeze=False, sharey=True)
+    for ax, (d, k) in zip(axes[0], shapes):
+        for s in (s for s in sweeps if (s["in"], s["out"]) == (d, k)):
+            rows = sorted(s["ratios"])
+            ax.plot(rows, [1 / s["ratios"][r] for r in rows], "o-", ms=3, label=f"n={s['n']}")
+        ax.axhline(1.0, color="black", lw=0.8)
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_title(f"{d} -> {k}")
+        ax.set_xlabel("input rows")
+        ax.grid(alpha=0.3)
+    axes[0][0].set_ylabel("factored product: speed-up over cached H")
+    axes[0][-1].legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--rounds", type=int, default=9, help="alternating timing rounds per ratio")
+    parser.add_argument("--quick", action="store_true", help="3 rounds, the sweep's row counts thinned")
+    parser.add_argument("--skip-sweep", action="store_true", help="only the grid against nn.Linear")
+    parser.add_argument("--sweep-only", action="store_true", help="only the sweep (printed, no report)")
+    args = parser.parse_args()
+    default_threads()
+    torch.manual_seed(0)
+    rounds = 3 if args.quick else args.rounds
+    sweep_rows = ROW_SWEEP[::3] if args.quick else ROW_SWEEP
+    sweeps = [] if args.skip_sweep else sweep(SWEEP_SHAPES, NS, sweep_rows, rounds)
+    if args.sweep_only:
+        return
+    rows = grid(SHAPES, NS, ROWS, rounds)
+
+    env = environment("cpu")
+    columns = [("in", "in"), ("out", "out"), ("n", "n"), ("rows", "rows"), ("product", "PHMLinear's product"),
+               ("dense_us", "nn.Linear us"), ("phm_us", "PHMLinear us"), ("speedup", "speed-up"),
+               ("target", "target"), ("meets_target", "meets target")]
+    met = sum(r["meets_target"] for r in rows)
+    sweep_lines = ["Crossover (largest row count up to which the factored product beats the cached-H product at "
+                   "every count measured; ratio = factored time / cached-H time):", "",
+                   "| in | out | n | measured crossover | factored_crossover() | " + " | ".join(map(str, sweep_rows)) + " |",
+                   "|" + "---|" * (5 + len(sweep_rows))]
+    sweep_lines += [f"| {s['in']} | {s['out']} | {s['n']} | {s['measured_crossover']} | {s['code_crossover']} | "
+                    + " | ".join(f"{s['ratios'][r]:.2f}" for r in sweep_rows) + " |" for s in sweeps]
+    notes = "\n".join([
+        f"Eval forward (torch.inference_mode, fp32), {env['threads']} threads; medians of {rounds} rounds "
+        "alternating PHMLinear and nn.Linear (each round ~20 ms of calls). PHMLinear takes the factored product "
+        "(kronecker_sum_linear: reads A and S only) up to factored_crossover() rows, else the product with its "
+        f"cached H. Targets: >= 0.5 n x at <= 5 rows for >= {SPEEDUP_FEATURES} input features; >= {FLOOR}x "
+        f"elsewhere. {met} of {len(rows)} rows meet their target.",
+        "",
+        *sweep_lines,
+    ])
+    if not args.quick:
+        path = write_report("factored_cpu", "PHMLinear eval forward: factored product and cached H against nn.Linear",
+                            env, columns, rows, notes, extra={"sweep": sweeps})
+        if sweeps:
+            plot(sweeps, RESULTS / "factored_cpu.png")
+        print(f"wrote {path} (+ .json, .png)")
+
+
+if __name__ == "__main__":
+    main()
