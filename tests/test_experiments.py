@@ -141,6 +141,8 @@ def test_every_config_is_checked_completely_before_the_first_run(kit, tmp_path, 
     (folder / "d_eval.yaml").write_text(f"extends: {base}\ntrain: {{arch: transformer_twin_demo}}\n"
                                         "evaluate: {refrence: x.txt, generate: {beam: '{dta}'}}\n")
     (folder / "e_arch.yaml").write_text(f"extends: {base}\ntrain: {{lr: 0.1, seed: 3}}\ndistill: true\n")
+    (folder / "f_epoch0.yaml").write_text(f"extends: {base}\ntrain: {{arch: transformer_twin_demo, "
+                                          "no-epoch-checkpoints: false}\nevaluate: {epochs: [0, 1]}\n")
     runs = tmp_path / "runs"
     err = phm_run_fails(capsys, folder, "--runs-dir", runs)
     assert not runs.exists()  # a_good.yaml did not start: every problem is found first
@@ -151,6 +153,7 @@ def test_every_config_is_checked_completely_before_the_first_run(kit, tmp_path, 
     assert "evaluate.generate.beam: unknown placeholder {dta} (did you mean 'data'?)" in err
     assert "train.arch: missing" in err and "train.seed: set the top-level `seed`" in err
     assert "distill: needs a `teacher` config" in err
+    assert "f_epoch0.yaml:\n  evaluate.epochs: epoch 0 is the init checkpoint" in err
     assert "a_good.yaml" not in err
 
 
@@ -338,7 +341,7 @@ def test_init_and_evaluation_after_each_epoch(kit, tmp_path):
     config = write_config(kit, "finetuned.yaml", (
         "extends: _base.yaml\nteacher: teacher.yaml\n"
         "init: {command: 'cp {teacher}/checkpoints/checkpoint_best.pt {run}/init.pt'}\n"
-        "train: {arch: transformer_twin_demo, no-epoch-checkpoints: false}\nevaluate: {epochs: [1, 2]}\n"))
+        "train: {arch: transformer_twin_demo, no-epoch-checkpoints: false}\nevaluate: {epochs: [0, 1, 2]}\n"))
     result = Runner(kit["runs"]).run(load_config(config))
     run_dir = run_directory(config, kit["runs"], 1)
     assert result.init.command == f"cp {kit['teacher']}/checkpoints/checkpoint_best.pt {run_dir}/init.pt"
@@ -348,9 +351,13 @@ def test_init_and_evaluation_after_each_epoch(kit, tmp_path):
     # it starts from the trained teacher: its first logged loss is below the teacher's first one
     teacher_start = Result.read(kit["teacher"] / "result.json").training.curve["train"][0][1]
     assert result.training.curve["train"][0][1] < teacher_start - 0.3
-    assert [e.epoch for e in result.epoch_evaluations] == [1, 2]
+    assert [e.epoch for e in result.epoch_evaluations] == [0, 1, 2]
+    # epoch 0 is the model the training started from: here a copy of the teacher's best checkpoint
+    start, *after = result.epoch_evaluations
+    teacher = Result.read(kit["teacher"] / "result.json")
+    assert start.checkpoint == f"{run_dir}/init.pt" and start.score == teacher.evaluation.score
     epochs = TrainingLog.parse(log).epochs
-    for evaluation, summary in zip(result.epoch_evaluations, epochs):
+    for evaluation, summary in zip(after, epochs):
         assert evaluation.checkpoint.endswith(f"checkpoint{evaluation.epoch}.pt")
         assert evaluation.updates == summary["num_updates"] and evaluation.examples == 30
     assert result.evaluation.checkpoint.endswith("checkpoint_best.pt") and result.evaluation.epoch is None
@@ -359,9 +366,9 @@ def test_init_and_evaluation_after_each_epoch(kit, tmp_path):
     out = tmp_path / "report"
     run_command(console("phm-collect"), kit["runs"] / "kit", "--out", out)
     rows = {row["row"]: row for row in csv.DictReader(open(f"{out}.csv"))}
-    assert {"finetuned", "finetuned@1ep", "finetuned@2ep", "teacher"} <= set(rows)
-    assert float(rows["finetuned@2ep"]["score"]) == result.epoch_evaluations[1].score
-    assert int(rows["finetuned@1ep"]["updates"]) == result.epoch_evaluations[0].updates
+    assert {"finetuned", "finetuned@0ep", "finetuned@1ep", "finetuned@2ep", "teacher"} <= set(rows)
+    assert float(rows["finetuned@2ep"]["score"]) == result.epoch_evaluations[2].score
+    assert int(rows["finetuned@1ep"]["updates"]) == result.epoch_evaluations[1].updates
 
 
 def test_a_teacher_that_is_not_done_runs_first(kit):

@@ -16,7 +16,7 @@ The schema (docs/experiments.md has it with examples):
       reference: str         (bleu) the untokenized reference, one sentence a line
       generate: {option: value}  (bleu) fairseq-generate options
       subset: str            (accuracy) the split phm-evaluate scores (default test)
-      epochs: [int, ...]     also evaluate the end-of-epoch checkpoints checkpointN.pt
+      epochs: [int, ...]     also evaluate the end-of-epoch checkpoints checkpointN.pt (0: the init checkpoint)
     teacher: str             another config (relative to this one) whose run of the same seed
                              this one builds on; phm-run runs it first when it is not done
     distill: true | {option: value}   train on the teacher's translations of the training source
@@ -221,7 +221,7 @@ def _check_evaluate(spec, problems: list, has_teacher: bool):
     else:
         _check_string(spec, "subset", problems, has_teacher, "evaluate.")
     epochs = spec.get("epochs", [])
-    if not isinstance(epochs, list) or not all(type(e) is int and e > 0 for e in epochs):
+    if not isinstance(epochs, list) or not all(type(e) is int and e >= 0 for e in epochs):
         problems.append(f"evaluate.epochs: expected a list of epoch numbers (e.g. [1, 2, 4]), got {epochs!r}")
         epochs = []
     values = {k: v for k, v in spec.items() if k in EVALUATE_KEYS[kind] and k != "epochs"}
@@ -262,6 +262,9 @@ def check(values: dict, path: Path) -> Config:
         if train.get("no-epoch-checkpoints"):
             problems.append("evaluate.epochs needs fairseq's end-of-epoch checkpoints (checkpointN.pt): "
                             "set train.no-epoch-checkpoints: false")
+        if 0 in evaluate.epochs and not values.get("init"):
+            problems.append("evaluate.epochs: epoch 0 is the init checkpoint (the model before any training), "
+                            "but the config has no init")
         if isinstance(train.get("max-epoch"), int) and max(evaluate.epochs) > train["max-epoch"]:
             problems.append(f"evaluate.epochs: epoch {max(evaluate.epochs)} is past "
                             f"train.max-epoch {train['max-epoch']}")

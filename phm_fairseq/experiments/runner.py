@@ -146,7 +146,8 @@ class Runner:
         best = evaluation.evaluate(config, fields, run_dir, checkpoints / BEST)
         epochs = []
         for epoch in config.evaluate.epochs:
-            checkpoint = checkpoints / f"checkpoint{epoch}.pt"
+            # epoch 0: the model training started from (init), e.g. a compressed one before fine-tuning
+            checkpoint = Path(init.checkpoint) if epoch == 0 else checkpoints / f"checkpoint{epoch}.pt"
             if not checkpoint.is_file():
                 saved = sorted(p.name for p in checkpoints.glob("checkpoint[0-9]*.pt"))
                 raise RunError(f"{config.path}: evaluate.epochs asks for epoch {epoch}, but the training saved no "
