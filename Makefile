@@ -4,7 +4,7 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 
-.PHONY: demo results test bench bench-lstm install clean
+.PHONY: demo results test lint bench bench-lstm install clean
 
 # Multi30k en-de (bundled): prepare, train PHM-Transformer n=4 and its dense twin, translate
 # the test set (beam 5, lenpen 0.6), score with sacrebleu, then the table and plots.
@@ -25,9 +25,16 @@ results: install
 test: install
 	$(PY) -m pytest
 
+# ruff, pinned in constraints.txt and configured in pyproject.toml: lint and format
+lint: install
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
 bench: install
 	$(PY) -m benchmarks.bench_linear
+	$(PY) -m benchmarks.bench_factored
 	$(PY) -m benchmarks.bench_translation
+	$(PY) -m benchmarks.bench_decoding
 
 bench-lstm: install
 	$(PY) -m benchmarks.bench_lstm

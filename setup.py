@@ -45,7 +45,7 @@ setup(
         # fairseq's --tensorboard-logdir (without it fairseq asks for it on every command)
         "tensorboardX",
     ],
-    extras_require={"test": ["pytest"]},
+    extras_require={"test": ["pytest", "ruff"]},
     entry_points={
         "console_scripts": [
             "phm-params = phm_fairseq.cli.params:main",

@@ -134,8 +134,11 @@ def plot(rows, path):
 
     fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4))
     names = [r["model"] for r in rows]
-    keys = [("single_ratio", "one sentence at a time"), ("batched_ratio", "128 sentences a batch"),
-            ("train_ratio", "training words/s")]
+    keys = [
+        ("single_ratio", "one sentence at a time"),
+        ("batched_ratio", "128 sentences a batch"),
+        ("train_ratio", "training words/s"),
+    ]
     width = 0.8 / len(keys)
     for i, (key, label) in enumerate(keys):
         left.bar([x + (i - 1) * width for x in range(len(rows))], [r[key] for r in rows], width, label=label)
@@ -169,8 +172,17 @@ def main():
     parser.add_argument("--quick", action="store_true", help="8 sentences, 2 rounds, two models")
     args = parser.parse_args()
     if not Path(args.data, "dict.en.txt").exists():
-        subprocess.run(["bash", str(REPO / "data-prep" / "multi30k.sh"), "--src-dir", str(REPO / "data" / "multi30k"),
-                        "--out", args.data], check=True)
+        subprocess.run(
+            [
+                "bash",
+                str(REPO / "data-prep" / "multi30k.sh"),
+                "--src-dir",
+                str(REPO / "data" / "multi30k"),
+                "--out",
+                args.data,
+            ],
+            check=True,
+        )
     models = dict(list(MODELS.items())[:: 3 if args.quick else 1])
     if args.quick:
         args.sentences, args.batched_sentences, args.rounds = 8, 16, 2
@@ -194,9 +206,11 @@ def main():
     for name, (model, _, _, _) in built.items():
         target = models[name][1]
         single_s, dense_single_s, single_ratio = interleaved_ratio(
-            generation(model, task, single, args.length), dense_single, 1, args.rounds)
+            generation(model, task, single, args.length), dense_single, 1, args.rounds
+        )
         _, _, batched_ratio = interleaved_ratio(
-            generation(model, task, batched, args.length), dense_batched, 1, args.rounds)
+            generation(model, task, batched, args.length), dense_batched, 1, args.rounds
+        )
         train_s, _, train_ratio = interleaved_ratio(train_step(name), dense_train, len(train_samples), args.rounds)
         model.eval()
         row = {
@@ -212,11 +226,16 @@ def main():
         }
         row["meets_targets"] = name == "dense twin" or (
             (target is None or row["single_ratio"] >= target)
-            and row["batched_ratio"] >= BATCHED_TARGET and row["train_ratio"] >= TRAIN_TARGET)
+            and row["batched_ratio"] >= BATCHED_TARGET
+            and row["train_ratio"] >= TRAIN_TARGET
+        )
         rows.append(row)
         shares = ", ".join(f"{k} {100 * v:.0f}%" for k, v in row["profile"].items() if k != "seconds_per_sentence")
-        print(f"{name:<12} one sentence {row['single_ratio']:.2f}x  batched {row['batched_ratio']:.2f}x  "
-              f"train {row['train_ratio']:.3f}x  | {shares}", flush=True)
+        print(
+            f"{name:<12} one sentence {row['single_ratio']:.2f}x  batched {row['batched_ratio']:.2f}x  "
+            f"train {row['train_ratio']:.3f}x  | {shares}",
+            flush=True,
+        )
 
     for row in rows:  # flat columns for the table
         p = row["profile"]
@@ -226,13 +245,24 @@ def main():
         linear_free = 1 / (1 - p["linear maps"])
         row["bound_if_linear_free"] = linear_free
     env = environment("cpu")
-    columns = [("model", "model"), ("params_no_emb", "params w/o emb."), ("single_sps", "one-sentence sent./s"),
-               ("single_ratio", "vs dense"), ("single_target", "target"), ("batched_ratio", "batched vs dense"),
-               ("train_wps", "train words/s"), ("train_ratio", "vs dense"), ("meets_targets", "meets targets"),
-               ("ms_per_sentence", "profiled ms/sentence"), ("share linear maps", "linear maps"),
-               ("share attention", "attention"), ("share output projection", "output proj."),
-               ("share other model work", "other model"), ("share beam search and Python", "beam search + Python"),
-               ("bound_if_linear_free", "speed-up if the linear maps cost nothing")]
+    columns = [
+        ("model", "model"),
+        ("params_no_emb", "params w/o emb."),
+        ("single_sps", "one-sentence sent./s"),
+        ("single_ratio", "vs dense"),
+        ("single_target", "target"),
+        ("batched_ratio", "batched vs dense"),
+        ("train_wps", "train words/s"),
+        ("train_ratio", "vs dense"),
+        ("meets_targets", "meets targets"),
+        ("ms_per_sentence", "profiled ms/sentence"),
+        ("share linear maps", "linear maps"),
+        ("share attention", "attention"),
+        ("share output projection", "output proj."),
+        ("share other model work", "other model"),
+        ("share beam search and Python", "beam search + Python"),
+        ("bound_if_linear_free", "speed-up if the linear maps cost nothing"),
+    ]
     notes = (
         f"Data {args.data} (Multi30k en-de, joint BPE), `base` size, untrained weights (seed 1), shared embeddings. "
         f"One sentence at a time: {len(single)} test sentences, batch 1, beam 5, lenpen 0.6, every output forced to "
@@ -243,8 +273,14 @@ def main():
         f"would reach if its linear maps took no time at all."
     )
     if not args.quick:
-        path = write_report("decoding_cpu", "Decoding at the base size: PHM and quaternion against the dense twin",
-                            env, columns, rows, notes)
+        path = write_report(
+            "decoding_cpu",
+            "Decoding at the base size: PHM and quaternion against the dense twin",
+            env,
+            columns,
+            rows,
+            notes,
+        )
         plot(rows, RESULTS / "decoding_cpu.png")
         print(f"wrote {path} (+ .json, .png)")
 

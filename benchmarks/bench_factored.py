@@ -21,13 +21,25 @@ from torch import nn
 
 from benchmarks.common import RESULTS, default_threads, environment, interleaved_ratio, write_report
 from phm_fairseq.modules import PHMLinear
-from phm_fairseq.modules.phm_linear import factored_crossover, kronecker_sum_linear
+from phm_fairseq.modules.phm_linear import factored_crossover
 
 SHAPES = [(512, 2048), (2048, 512), (1024, 4096)]
 # the sweep also covers the maps of the translation models' sizes (demo 128, iwslt 256, base 512:
 # attention d -> d, fused Q/K/V d -> 3d, FFN d -> 4d -> d)
-SWEEP_SHAPES = [(128, 128), (128, 512), (512, 128), (256, 256), (256, 768), (256, 1024), (1024, 256), (512, 512),
-                (512, 1536), (512, 2048), (2048, 512), (1024, 4096)]
+SWEEP_SHAPES = [
+    (128, 128),
+    (128, 512),
+    (512, 128),
+    (256, 256),
+    (256, 768),
+    (256, 1024),
+    (1024, 256),
+    (512, 512),
+    (512, 1536),
+    (512, 2048),
+    (2048, 512),
+    (1024, 4096),
+]
 NS = [2, 4, 8, 16]
 ROWS = [1, 5, 40, 320, 4096]
 ROW_SWEEP = [1, 2, 4, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256]
@@ -45,10 +57,13 @@ def timed(fn, baseline, rounds: int, budget: float = 0.02):
     return interleaved_ratio(fn, baseline, iters, rounds)
 
 
-def inference(fn):
+def inference(layer, x):
+    """A call of ``layer(x)`` in inference mode, as eval-mode decoding runs it."""
+
     def run():
         with torch.inference_mode():
-            fn()
+            layer(x)
+
     return run
 
 
@@ -66,15 +81,29 @@ def sweep(shapes, ns, rows_list, rounds):
             for rows in rows_list:
                 x = torch.randn(rows, d)
                 for name, layer in (("factored", factored), ("cached H", cached)):
-                    ratios[name][rows] = timed(inference(lambda: layer(x)), inference(lambda: dense(x)), rounds)[2]
+                    ratios[name][rows] = timed(inference(layer, x), inference(dense, x), rounds)[2]
             faster = [r for r in rows_list if ratios["factored"][r] < ratios["cached H"][r]]
             crossover = max((r for r in faster if all(s in faster for s in rows_list if s <= r)), default=0)
-            results.append({"in": d, "out": k, "n": n, "ratios": ratios, "measured_crossover": crossover,
-                            "code_crossover": factored_crossover(d, k, n)})
-            print(f"sweep {d}->{k} n={n:2d}: factored faster up to {crossover} rows (code: "
-                  f"{factored_crossover(d, k, n)})", flush=True)
+            results.append(
+                {
+                    "in": d,
+                    "out": k,
+                    "n": n,
+                    "ratios": ratios,
+                    "measured_crossover": crossover,
+                    "code_crossover": factored_crossover(d, k, n),
+                }
+            )
+            print(
+                f"sweep {d}->{k} n={n:2d}: factored faster up to {crossover} rows (code: "
+                f"{factored_crossover(d, k, n)})",
+                flush=True,
+            )
             for name in ratios:
-                print(f"   {name:>9} / nn.Linear: " + " ".join(f"{r}:{v:.2f}" for r, v in ratios[name].items()), flush=True)
+                print(
+                    f"   {name:>9} / nn.Linear: " + " ".join(f"{r}:{v:.2f}" for r, v in ratios[name].items()),
+                    flush=True,
+                )
     return results
 
 
@@ -87,18 +116,27 @@ def grid(shapes, ns, rows_list, rounds):
             layer = PHMLinear(d, k, n).eval()
             for rows in rows_list:
                 x = torch.randn(rows, d)
-                phm_s, dense_s, ratio = timed(inference(lambda: layer(x)), inference(lambda: dense(x)), rounds)
+                phm_s, dense_s, ratio = timed(inference(layer, x), inference(dense, x), rounds)
                 speedup = 1 / ratio
                 target = 0.5 * n if rows <= 5 and d >= SPEEDUP_FEATURES else FLOOR
                 row = {
-                    "in": d, "out": k, "n": n, "rows": rows,
+                    "in": d,
+                    "out": k,
+                    "n": n,
+                    "rows": rows,
                     "product": "factored" if rows <= layer.factored_rows_limit() else "cached H",
-                    "dense_us": 1e6 * dense_s, "phm_us": 1e6 * phm_s, "speedup": speedup,
-                    "target": target, "meets_target": speedup >= target,
+                    "dense_us": 1e6 * dense_s,
+                    "phm_us": 1e6 * phm_s,
+                    "speedup": speedup,
+                    "target": target,
+                    "meets_target": speedup >= target,
                 }
                 rows_out.append(row)
-                print(f"grid {d}->{k} n={n:2d} rows={rows:5d} {row['product']:>9}: {speedup:.2f}x "
-                      f"(target {target:g}x{'' if row['meets_target'] else ' MISSED'})", flush=True)
+                print(
+                    f"grid {d}->{k} n={n:2d} rows={rows:5d} {row['product']:>9}: {speedup:.2f}x "
+                    f"(target {target:g}x{'' if row['meets_target'] else ' MISSED'})",
+                    flush=True,
+                )
     return rows_out
 
 
@@ -144,28 +182,53 @@ def main():
     rows = grid(SHAPES, NS, ROWS, rounds)
 
     env = environment("cpu")
-    columns = [("in", "in"), ("out", "out"), ("n", "n"), ("rows", "rows"), ("product", "PHMLinear's product"),
-               ("dense_us", "nn.Linear us"), ("phm_us", "PHMLinear us"), ("speedup", "speed-up"),
-               ("target", "target"), ("meets_target", "meets target")]
+    columns = [
+        ("in", "in"),
+        ("out", "out"),
+        ("n", "n"),
+        ("rows", "rows"),
+        ("product", "PHMLinear's product"),
+        ("dense_us", "nn.Linear us"),
+        ("phm_us", "PHMLinear us"),
+        ("speedup", "speed-up"),
+        ("target", "target"),
+        ("meets_target", "meets target"),
+    ]
     met = sum(r["meets_target"] for r in rows)
-    sweep_lines = ["Crossover (largest row count up to which the factored product beats the cached-H product at "
-                   "every count measured; ratio = factored time / cached-H time):", "",
-                   "| in | out | n | measured crossover | factored_crossover() | " + " | ".join(map(str, sweep_rows)) + " |",
-                   "|" + "---|" * (5 + len(sweep_rows))]
-    sweep_lines += [f"| {s['in']} | {s['out']} | {s['n']} | {s['measured_crossover']} | {s['code_crossover']} | "
-                    + " | ".join(f"{s['ratios'][r]:.2f}" for r in sweep_rows) + " |" for s in sweeps]
-    notes = "\n".join([
-        f"Eval forward (torch.inference_mode, fp32), {env['threads']} threads; medians of {rounds} rounds "
-        "alternating PHMLinear and nn.Linear (each round ~20 ms of calls). PHMLinear takes the factored product "
-        "(kronecker_sum_linear: reads A and S only) up to factored_crossover() rows, else the product with its "
-        f"cached H. Targets: >= 0.5 n x at <= 5 rows for >= {SPEEDUP_FEATURES} input features; >= {FLOOR}x "
-        f"elsewhere. {met} of {len(rows)} rows meet their target.",
+    sweep_lines = [
+        "Crossover (largest row count up to which the factored product beats the cached-H product at "
+        "every count measured; ratio = factored time / cached-H time):",
         "",
-        *sweep_lines,
-    ])
+        "| in | out | n | measured crossover | factored_crossover() | " + " | ".join(map(str, sweep_rows)) + " |",
+        "|" + "---|" * (5 + len(sweep_rows)),
+    ]
+    sweep_lines += [
+        f"| {s['in']} | {s['out']} | {s['n']} | {s['measured_crossover']} | {s['code_crossover']} | "
+        + " | ".join(f"{s['ratios'][r]:.2f}" for r in sweep_rows)
+        + " |"
+        for s in sweeps
+    ]
+    notes = "\n".join(
+        [
+            f"Eval forward (torch.inference_mode, fp32), {env['threads']} threads; medians of {rounds} rounds "
+            "alternating PHMLinear and nn.Linear (each round ~20 ms of calls). PHMLinear takes the factored product "
+            "(kronecker_sum_linear: reads A and S only) up to factored_crossover() rows, else the product with its "
+            f"cached H. Targets: >= 0.5 n x at <= 5 rows for >= {SPEEDUP_FEATURES} input features; >= {FLOOR}x "
+            f"elsewhere. {met} of {len(rows)} rows meet their target.",
+            "",
+            *sweep_lines,
+        ]
+    )
     if not args.quick:
-        path = write_report("factored_cpu", "PHMLinear eval forward: factored product and cached H against nn.Linear",
-                            env, columns, rows, notes, extra={"sweep": sweeps})
+        path = write_report(
+            "factored_cpu",
+            "PHMLinear eval forward: factored product and cached H against nn.Linear",
+            env,
+            columns,
+            rows,
+            notes,
+            extra={"sweep": sweeps},
+        )
         if sweeps:
             plot(sweeps, RESULTS / "factored_cpu.png")
         print(f"wrote {path} (+ .json, .png)")

@@ -15,7 +15,14 @@ from torch import nn
 from phm_fairseq.modules import PHMLinear
 
 from .common import (
-    RESULTS, cuda_sync, default_threads, environment, fresh_process, interleaved_ratio, peak_rss_during, write_report,
+    RESULTS,
+    cuda_sync,
+    default_threads,
+    environment,
+    fresh_process,
+    interleaved_ratio,
+    peak_rss_during,
+    write_report,
 )
 
 SHAPES = [(512, 2048), (2048, 512)]
@@ -33,6 +40,7 @@ def training_step(layer, x):
         layer.zero_grad(set_to_none=True)
         x.grad = None
         layer(x).sum().backward()
+
     return step
 
 
@@ -40,6 +48,7 @@ def eval_forward(layer, x):
     def forward():
         with torch.inference_mode():
             layer(x)
+
     return forward
 
 
@@ -118,39 +127,65 @@ def main():
         for n in NS:
             phm = make_layer(n, d, k, args.device, dtype)
             train_s, dense_train_s, train_ratio = interleaved_ratio(
-                training_step(phm, x), training_step(dense, x), iters, args.rounds, sync)
+                training_step(phm, x), training_step(dense, x), iters, args.rounds, sync
+            )
             phm.eval(), dense.eval()
             eval_s, dense_eval_s, eval_ratio = interleaved_ratio(
-                eval_forward(phm, x), eval_forward(dense, x), iters, args.rounds, sync)
+                eval_forward(phm, x), eval_forward(dense, x), iters, args.rounds, sync
+            )
             phm.train(), dense.train()
             memory = peak_memory_bytes(n, d, k, args.tokens, args.device, dtype)
             row = {
-                "in": d, "out": k, "n": n, "tokens": args.tokens,
+                "in": d,
+                "out": k,
+                "n": n,
+                "tokens": args.tokens,
                 "params": sum(p.numel() for p in phm.parameters()),
                 "dense_params": sum(p.numel() for p in dense.parameters()),
-                "train_ms": 1e3 * train_s, "dense_train_ms": 1e3 * dense_train_s, "train_ratio": train_ratio,
-                "eval_ms": 1e3 * eval_s, "dense_eval_ms": 1e3 * dense_eval_s, "eval_ratio": eval_ratio,
-                "peak_mib": memory / 2**20, "dense_peak_mib": dense_memory / 2**20,
+                "train_ms": 1e3 * train_s,
+                "dense_train_ms": 1e3 * dense_train_s,
+                "train_ratio": train_ratio,
+                "eval_ms": 1e3 * eval_s,
+                "dense_eval_ms": 1e3 * dense_eval_s,
+                "eval_ratio": eval_ratio,
+                "peak_mib": memory / 2**20,
+                "dense_peak_mib": dense_memory / 2**20,
                 "memory_ratio": memory / dense_memory,
             }
             row["meets_targets"] = train_ratio <= TRAIN_TARGET and eval_ratio <= EVAL_TARGET
             rows.append(row)
-            print(f"{d:>5}->{k:<5} n={n:<3} fwd+bwd {train_ratio:.3f}x  eval {eval_ratio:.3f}x  "
-                  f"memory {row['memory_ratio']:.3f}x", flush=True)
+            print(
+                f"{d:>5}->{k:<5} n={n:<3} fwd+bwd {train_ratio:.3f}x  eval {eval_ratio:.3f}x  "
+                f"memory {row['memory_ratio']:.3f}x",
+                flush=True,
+            )
 
     name = f"linear_{args.device}_{dtype_name}"
     env = environment(args.device)
-    columns = [("in", "in"), ("out", "out"), ("n", "n"), ("params", "params"),
-               ("dense_train_ms", "dense fwd+bwd ms"), ("train_ms", "PHM fwd+bwd ms"),
-               ("train_ratio", "fwd+bwd ratio"), ("dense_eval_ms", "dense eval ms"),
-               ("eval_ms", "PHM eval ms"), ("eval_ratio", "eval ratio"),
-               ("memory_ratio", "peak memory ratio"), ("meets_targets", "meets targets")]
+    columns = [
+        ("in", "in"),
+        ("out", "out"),
+        ("n", "n"),
+        ("params", "params"),
+        ("dense_train_ms", "dense fwd+bwd ms"),
+        ("train_ms", "PHM fwd+bwd ms"),
+        ("train_ratio", "fwd+bwd ratio"),
+        ("dense_eval_ms", "dense eval ms"),
+        ("eval_ms", "PHM eval ms"),
+        ("eval_ratio", "eval ratio"),
+        ("memory_ratio", "peak memory ratio"),
+        ("meets_targets", "meets targets"),
+    ]
     notes = (
         f"{args.tokens} tokens, {dtype_name}; ratios are medians over {args.rounds} rounds that "
         f"alternate PHM and dense ({iters} steps a round). Targets: forward+backward <= "
         f"{TRAIN_TARGET}x, eval forward <= {EVAL_TARGET}x (H cached). Peak memory: "
-        + ("torch.cuda.max_memory_allocated above the layer and input." if args.device == "cuda" else
-           "resident-set high-water mark (VmHWM) of one training step in a fresh process, above the layer and input.")
+        + (
+            "torch.cuda.max_memory_allocated above the layer and input."
+            if args.device == "cuda"
+            else "resident-set high-water mark (VmHWM) of one training step in a fresh process, "
+            "above the layer and input."
+        )
     )
     report = write_report(name, f"PHMLinear vs nn.Linear ({args.device}, {dtype_name})", env, columns, rows, notes)
     plot(rows, RESULTS / f"{name}.png")

@@ -47,6 +47,7 @@ def training_step(lstm, x, sync):
         out, _ = lstm(x)
         (out.data if hasattr(out, "batch_sizes") else out).sum().backward()
         sync()
+
     return step
 
 
@@ -55,6 +56,7 @@ def eval_forward(lstm, x, sync):
         with torch.inference_mode():
             lstm(x)
         sync()
+
     return forward
 
 
@@ -99,27 +101,47 @@ def main():
         ref = nn.LSTM(args.size, args.size).to(args.device)
         ours = HypercomplexLSTM(args.size, args.size, spec, gate_layout=layout).to(args.device)
         train_s, ref_train_s, train_ratio = interleaved_ratio(
-            training_step(ours, x, sync), training_step(ref, x, sync), iters, args.rounds)
+            training_step(ours, x, sync), training_step(ref, x, sync), iters, args.rounds
+        )
         ours.eval(), ref.eval()
         eval_s, ref_eval_s, eval_ratio = interleaved_ratio(
-            eval_forward(ours, x, sync), eval_forward(ref, x, sync), iters, args.rounds)
+            eval_forward(ours, x, sync), eval_forward(ref, x, sync), iters, args.rounds
+        )
         row = {
-            "model": name, "packed": packed, "params": sum(p.numel() for p in ours.parameters()),
+            "model": name,
+            "packed": packed,
+            "params": sum(p.numel() for p in ours.parameters()),
             "lstm_params": sum(p.numel() for p in ref.parameters()),
-            "train_ms": 1e3 * train_s, "lstm_train_ms": 1e3 * ref_train_s, "train_ratio": train_ratio,
-            "eval_ms": 1e3 * eval_s, "lstm_eval_ms": 1e3 * ref_eval_s, "eval_ratio": eval_ratio,
+            "train_ms": 1e3 * train_s,
+            "lstm_train_ms": 1e3 * ref_train_s,
+            "train_ratio": train_ratio,
+            "eval_ms": 1e3 * eval_s,
+            "lstm_eval_ms": 1e3 * ref_eval_s,
+            "eval_ratio": eval_ratio,
             "meets_target": train_ratio <= TARGET,
         }
         rows.append(row)
-        print(f"{name:<20} fwd+bwd {train_ratio:.3f}x ({1e3 * train_s:.0f} vs {1e3 * ref_train_s:.0f} ms)  "
-              f"eval {eval_ratio:.3f}x", flush=True)
+        print(
+            f"{name:<20} fwd+bwd {train_ratio:.3f}x ({1e3 * train_s:.0f} vs {1e3 * ref_train_s:.0f} ms)  "
+            f"eval {eval_ratio:.3f}x",
+            flush=True,
+        )
 
     name = f"lstm_{args.device}"
     env = environment(args.device)
-    columns = [("model", "model"), ("packed", "packed input"), ("params", "params"), ("lstm_params", "nn.LSTM params"),
-               ("lstm_train_ms", "nn.LSTM fwd+bwd ms"), ("train_ms", "fwd+bwd ms"), ("train_ratio", "fwd+bwd ratio"),
-               ("lstm_eval_ms", "nn.LSTM eval ms"), ("eval_ms", "eval ms"), ("eval_ratio", "eval ratio"),
-               ("meets_target", f"fwd+bwd <= {TARGET}x")]
+    columns = [
+        ("model", "model"),
+        ("packed", "packed input"),
+        ("params", "params"),
+        ("lstm_params", "nn.LSTM params"),
+        ("lstm_train_ms", "nn.LSTM fwd+bwd ms"),
+        ("train_ms", "fwd+bwd ms"),
+        ("train_ratio", "fwd+bwd ratio"),
+        ("lstm_eval_ms", "nn.LSTM eval ms"),
+        ("eval_ms", "eval ms"),
+        ("eval_ratio", "eval ratio"),
+        ("meets_target", f"fwd+bwd <= {TARGET}x"),
+    ]
     notes = (
         f"{args.size} -> {args.size}, length {args.length}, batch {args.batch}, float32, one layer, unidirectional; "
         f"packed rows: lengths spread from {args.length} to {args.length // 2}. Ratios are medians over "

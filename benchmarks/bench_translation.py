@@ -19,7 +19,14 @@ from pathlib import Path
 import torch
 
 from .common import (
-    RESULTS, cuda_sync, default_threads, environment, fresh_process, interleaved_ratio, peak_rss_during, write_report,
+    RESULTS,
+    cuda_sync,
+    default_threads,
+    environment,
+    fresh_process,
+    interleaved_ratio,
+    peak_rss_during,
+    write_report,
 )
 
 REPO = Path(__file__).resolve().parent.parent
@@ -47,9 +54,23 @@ def build_from_flags(flags, args, device):
     import phm_fairseq  # noqa: F401
 
     parser = options.get_training_parser()
-    argv = [args.data, "--task", "translation", "--share-all-embeddings", "--max-tokens", str(args.max_tokens),
-            "--criterion", "label_smoothed_cross_entropy", "--label-smoothing", "0.1", "--seed", "1",
-            "--dropout", "0.1", *[a.format(size=args.size) for a in flags]]
+    argv = [
+        args.data,
+        "--task",
+        "translation",
+        "--share-all-embeddings",
+        "--max-tokens",
+        str(args.max_tokens),
+        "--criterion",
+        "label_smoothed_cross_entropy",
+        "--label-smoothing",
+        "0.1",
+        "--seed",
+        "1",
+        "--dropout",
+        "0.1",
+        *[a.format(size=args.size) for a in flags],
+    ]
     cfg = options.parse_args_and_arch(parser, input_args=argv)
     task = tasks.setup_task(cfg)
     torch.manual_seed(1)
@@ -62,8 +83,12 @@ def batches(task, split, count, device, max_tokens=None, max_sentences=None):
 
     task.load_dataset(split)
     iterator = task.get_batch_iterator(
-        task.dataset(split), max_tokens=max_tokens, max_sentences=max_sentences, max_positions=(1024, 1024),
-        seed=1, required_batch_size_multiple=1,
+        task.dataset(split),
+        max_tokens=max_tokens,
+        max_sentences=max_sentences,
+        max_positions=(1024, 1024),
+        seed=1,
+        required_batch_size_multiple=1,
     ).next_epoch_itr(shuffle=split == "train")
     return [utils.move_to_cuda(b) if device == "cuda" else b for b, _ in zip(iterator, range(count))]
 
@@ -81,18 +106,21 @@ def training_step(model, criterion, optimizer, samples):
         loss.backward()
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
+
     return step
 
 
 def generation(model, task, samples, length):
     generator = task.build_generator(
-        [model], argparse.Namespace(beam=5, lenpen=0.6, min_len=length, max_len_a=0, max_len_b=length))
+        [model], argparse.Namespace(beam=5, lenpen=0.6, min_len=length, max_len_a=0, max_len_b=length)
+    )
 
     def generate():
         model.eval()
         with torch.no_grad():
             for sample in samples:
                 generator.generate([model], sample)
+
     return generate
 
 
@@ -131,8 +159,12 @@ def plot(rows, path):
     import matplotlib.pyplot as plt
 
     names = [r["model"] for r in rows]
-    keys = [("train_ratio", "training words/s"), ("generate_ratio", "generation sentences/s"),
-            ("memory_ratio", "peak training memory"), ("checkpoint_ratio", "checkpoint size")]
+    keys = [
+        ("train_ratio", "training words/s"),
+        ("generate_ratio", "generation sentences/s"),
+        ("memory_ratio", "peak training memory"),
+        ("checkpoint_ratio", "checkpoint size"),
+    ]
     fig, ax = plt.subplots(figsize=(9, 4))
     width = 0.8 / len(keys)
     for i, (key, label) in enumerate(keys):
@@ -161,8 +193,17 @@ def main():
     if args._peak_rss:
         return _peak_rss_child(args._peak_rss, args)
     if not Path(args.data, "dict.en.txt").exists():
-        subprocess.run(["bash", str(REPO / "data-prep" / "multi30k.sh"), "--src-dir", str(REPO / "data" / "multi30k"),
-                        "--out", args.data], check=True)
+        subprocess.run(
+            [
+                "bash",
+                str(REPO / "data-prep" / "multi30k.sh"),
+                "--src-dir",
+                str(REPO / "data" / "multi30k"),
+                "--out",
+                args.data,
+            ],
+            check=True,
+        )
 
     default_threads()
     sync = cuda_sync if args.device == "cuda" else (lambda: None)
@@ -189,10 +230,12 @@ def main():
     for name, (model, _criterion, _task, _cfg) in built.items():
         model.train()
         step_s, dense_step_s, train_ratio = interleaved_ratio(
-            step_of(name), dense_step, len(train_samples), args.rounds, sync)
+            step_of(name), dense_step, len(train_samples), args.rounds, sync
+        )
         model.eval()
         gen_s, dense_gen_s, gen_ratio = interleaved_ratio(
-            generation(model, task, test_samples, args.length), dense_generate, 1, args.rounds, sync)
+            generation(model, task, test_samples, args.length), dense_generate, 1, args.rounds, sync
+        )
         counts = count_parameters(model)
         memory = peak_memory_mib(name, args)
         row = {
@@ -210,16 +253,29 @@ def main():
             "checkpoint_ratio": checkpoint_mib(model) / dense_checkpoint,
         }
         row["meets_targets"] = name == "dense twin" or (
-            row["train_ratio"] >= TRAIN_TARGET and row["generate_ratio"] >= GENERATE_TARGET)
+            row["train_ratio"] >= TRAIN_TARGET and row["generate_ratio"] >= GENERATE_TARGET
+        )
         rows.append(row)
-        print(f"{name:<26} train {row['train_ratio']:.3f}x  generate {row['generate_ratio']:.3f}x  "
-              f"memory {row['memory_ratio']:.3f}x  checkpoint {row['checkpoint_ratio']:.3f}x", flush=True)
+        print(
+            f"{name:<26} train {row['train_ratio']:.3f}x  generate {row['generate_ratio']:.3f}x  "
+            f"memory {row['memory_ratio']:.3f}x  checkpoint {row['checkpoint_ratio']:.3f}x",
+            flush=True,
+        )
 
     env = environment(args.device)
-    columns = [("model", "model"), ("params_no_emb", "params w/o emb."), ("train_wps", "train words/s"),
-               ("train_ratio", "vs dense"), ("generate_sps", "generate sent./s"), ("generate_ratio", "vs dense"),
-               ("peak_train_mib", "peak train MiB"), ("memory_ratio", "vs dense"),
-               ("checkpoint_mib", "checkpoint MiB"), ("checkpoint_ratio", "vs dense"), ("meets_targets", "meets targets")]
+    columns = [
+        ("model", "model"),
+        ("params_no_emb", "params w/o emb."),
+        ("train_wps", "train words/s"),
+        ("train_ratio", "vs dense"),
+        ("generate_sps", "generate sent./s"),
+        ("generate_ratio", "vs dense"),
+        ("peak_train_mib", "peak train MiB"),
+        ("memory_ratio", "vs dense"),
+        ("checkpoint_mib", "checkpoint MiB"),
+        ("checkpoint_ratio", "vs dense"),
+        ("meets_targets", "meets targets"),
+    ]
     notes = (
         f"Data {args.data} (Multi30k en-de, joint BPE), architecture size '{args.size}', "
         f"max-tokens {args.max_tokens}, shared embeddings. Training: Adam steps over the same "
@@ -228,7 +284,8 @@ def main():
         f"test sentences, outputs forced to {args.length} tokens, eval mode (PHM weights cached). "
         f"Peak memory: one training step with Adam, "
         + ("torch.cuda.max_memory_allocated." if args.device == "cuda" else "VmHWM in a fresh process.")
-        + f" Checkpoint: the model's state_dict. Targets: training >= {TRAIN_TARGET}x, generation >= {GENERATE_TARGET}x."
+        + " Checkpoint: the model's state_dict. "
+        + f"Targets: training >= {TRAIN_TARGET}x, generation >= {GENERATE_TARGET}x."
     )
     name = f"translation_{args.device}"
     report = write_report(name, f"Translation models against the dense twin ({args.device})", env, columns, rows, notes)

@@ -45,7 +45,9 @@ def interleaved_ratio(fn, baseline, iters: int, rounds: int, sync=lambda: None):
 def write_report(name: str, title: str, env: dict, columns: list, rows: list, notes: str = "", extra=None) -> Path:
     """results/<name>.json (everything, ``extra`` included) and results/<name>.md (a table with its provenance)."""
     RESULTS.mkdir(exist_ok=True)
-    (RESULTS / f"{name}.json").write_text(json.dumps({"environment": env, "rows": rows, **(extra or {})}, indent=2) + "\n")
+    (RESULTS / f"{name}.json").write_text(
+        json.dumps({"environment": env, "rows": rows, **(extra or {})}, indent=2) + "\n"
+    )
     fmt = lambda v: f"{v:.3f}" if isinstance(v, float) else str(v)  # noqa: E731
     lines = [
         f"# {title}",

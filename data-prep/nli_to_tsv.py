@@ -23,7 +23,8 @@ import json
 import random
 import sys
 
-from textlines import TextError, lines as read_lines
+from textlines import TextError
+from textlines import lines as read_lines
 
 NLI3 = ("entailment", "neutral", "contradiction")
 
@@ -75,7 +76,9 @@ def tsv_records(lines, fields, header=None):
         if header is not None and columns is None:
             missing = [name for name in header if name not in row]
             if missing:
-                raise CorpusError(f"line {number}: header lacks the column(s) {', '.join(missing)} (found: {', '.join(row)})")
+                raise CorpusError(
+                    f"line {number}: header lacks the column(s) {', '.join(missing)} (found: {', '.join(row)})"
+                )
             columns = {name: row.index(name) for name in header}
             width = len(row)
             continue
@@ -100,38 +103,71 @@ def field(record, name, where):
 FORMATS = {
     # SNLI / MultiNLI release (.jsonl): tokens from the binary parses
     "snli-jsonl": dict(
-        labels=NLI3, label_map={l: l for l in NLI3}, skip={"-": "no gold label ('-': no annotator majority)"},
-        read=jsonl_records, label="gold_label", premise="sentence1_binary_parse",
-        hypothesis="sentence2_binary_parse", clean=parse_tokens,
+        labels=NLI3,
+        label_map={label: label for label in NLI3},
+        skip={"-": "no gold label ('-': no annotator majority)"},
+        read=jsonl_records,
+        label="gold_label",
+        premise="sentence1_binary_parse",
+        hypothesis="sentence2_binary_parse",
+        clean=parse_tokens,
     ),
     # tokenized SNLI TSV with a header (gold_label, sentence1, sentence2), as in e-SNLI
     "snli-tok-tsv": dict(
-        labels=NLI3, label_map={l: l for l in NLI3}, skip={"-": "no gold label ('-': no annotator majority)"},
-        read=lambda lines: tsv_records(lines, None, header=("gold_label", "sentence1", "sentence2")), header=True,
-        label="gold_label", premise="sentence1", hypothesis="sentence2", clean=None,
+        labels=NLI3,
+        label_map={label: label for label in NLI3},
+        skip={"-": "no gold label ('-': no annotator majority)"},
+        read=lambda lines: tsv_records(lines, None, header=("gold_label", "sentence1", "sentence2")),
+        header=True,
+        label="gold_label",
+        premise="sentence1",
+        hypothesis="sentence2",
+        clean=None,
     ),
     # SICK (SemEval 2014 task 1): header pair_ID, sentence_A, sentence_B, relatedness_score, entailment_judgment
     "sick": dict(
-        labels=NLI3, label_map={l.upper(): l for l in NLI3}, skip={},
+        labels=NLI3,
+        label_map={label.upper(): label for label in NLI3},
+        skip={},
         read=lambda lines: tsv_records(lines, None, header=("sentence_A", "sentence_B", "entailment_judgment")),
-        header=True, label="entailment_judgment", premise="sentence_A", hypothesis="sentence_B", clean="moses",
+        header=True,
+        label="entailment_judgment",
+        premise="sentence_A",
+        hypothesis="sentence_B",
+        clean="moses",
     ),
     # SciTail tsv_format: premise, hypothesis, label (entails / neutral), no header
     "scitail-tsv": dict(
-        labels=("entailment", "neutral"), label_map={"entails": "entailment", "neutral": "neutral"}, skip={},
+        labels=("entailment", "neutral"),
+        label_map={"entails": "entailment", "neutral": "neutral"},
+        skip={},
         read=lambda lines: tsv_records(lines, ("premise", "hypothesis", "label")),
-        label="label", premise="premise", hypothesis="hypothesis", clean="moses",
+        label="label",
+        premise="premise",
+        hypothesis="hypothesis",
+        clean="moses",
     ),
     # Dialogue NLI: a JSON array; positive / neutral / negative = entailment / neutral / contradiction
     "dnli-json": dict(
-        labels=NLI3, label_map={"positive": "entailment", "neutral": "neutral", "negative": "contradiction"}, skip={},
-        read=json_array_records, label="label", premise="sentence1", hypothesis="sentence2", clean="moses",
+        labels=NLI3,
+        label_map={"positive": "entailment", "neutral": "neutral", "negative": "contradiction"},
+        skip={},
+        read=json_array_records,
+        label="label",
+        premise="sentence1",
+        hypothesis="sentence2",
+        clean="moses",
     ),
     # Quora question pairs, the split of Wang et al. (2017): label, question 1, question 2, id; tokenized
     "quora-tsv": dict(
-        labels=("not_paraphrase", "paraphrase"), label_map={"0": "not_paraphrase", "1": "paraphrase"}, skip={},
+        labels=("not_paraphrase", "paraphrase"),
+        label_map={"0": "not_paraphrase", "1": "paraphrase"},
+        skip={},
         read=lambda lines: tsv_records(lines, ("label", "premise", "hypothesis", "id")),
-        label="label", premise="premise", hypothesis="hypothesis", clean=None,
+        label="label",
+        premise="premise",
+        hypothesis="hypothesis",
+        clean=None,
     ),
 }
 
@@ -204,8 +240,12 @@ def rules(skipped):
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--format", choices=sorted(FORMATS))
-    parser.add_argument("--labels", choices=sorted(FORMATS), metavar="FORMAT",
-                        help="print the label set of FORMAT, one a line, in its fixed order, and exit")
+    parser.add_argument(
+        "--labels",
+        choices=sorted(FORMATS),
+        metavar="FORMAT",
+        help="print the label set of FORMAT, one a line, in its fixed order, and exit",
+    )
     parser.add_argument("--hold-out", metavar="N:FILE", help="write N random examples (seeded) to FILE instead")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--summary", metavar="FILE", help="write the counts as JSON to FILE (for prep.json)")

@@ -85,21 +85,29 @@ def owned_files(out, script):
         raise Refusal(f"{out} exists and is not a folder: choose another --out")
     manifest = read_manifest(out)
     if manifest is None:
-        raise Refusal(f"{out} exists, is not empty and was not made by a data-prep script (no {MANIFEST}): "
-                      "it is left as it is; choose another --out")
+        raise Refusal(
+            f"{out} exists, is not empty and was not made by a data-prep script (no {MANIFEST}): "
+            "it is left as it is; choose another --out"
+        )
     if maker(manifest) != script:
-        raise Refusal(f"{out} was made by {maker(manifest)} (see its {MANIFEST}), not by {script}: "
-                      "it is left as it is; choose another --out")
+        raise Refusal(
+            f"{out} was made by {maker(manifest)} (see its {MANIFEST}), not by {script}: "
+            "it is left as it is; choose another --out"
+        )
     if "files" not in manifest:
-        raise Refusal(f"{out} was made by an earlier version of {script}, whose {MANIFEST} does not list the files "
-                      "it wrote: remove the folder yourself, or choose another --out")
+        raise Refusal(
+            f"{out} was made by an earlier version of {script}, whose {MANIFEST} does not list the files "
+            "it wrote: remove the folder yourself, or choose another --out"
+        )
     listed = set(manifest["files"])
     allowed = listed | {parent.as_posix() for name in listed for parent in Path(name).parents} - {"."}
     foreign = sorted(entries(out) - allowed)
     if foreign:
         shown = ", ".join(foreign[:5]) + (f" and {len(foreign) - 5} more" if len(foreign) > 5 else "")
-        raise Refusal(f"{out} holds files that {script} did not write ({shown}): nothing was changed; "
-                      "move them elsewhere, or choose another --out")
+        raise Refusal(
+            f"{out} holds files that {script} did not write ({shown}): nothing was changed; "
+            "move them elsewhere, or choose another --out"
+        )
     return manifest, sorted(listed)
 
 
@@ -118,8 +126,10 @@ def stage(path, script):
     mark = path / MARK
     if path.exists() or path.is_symlink():
         if not (mark.is_file() and mark.read_text(encoding="utf-8").strip() == script):
-            raise Refusal(f"{path} exists and is not an unfinished output of {script}: it is left as it is; "
-                          "remove it yourself, or choose another --out")
+            raise Refusal(
+                f"{path} exists and is not an unfinished output of {script}: it is left as it is; "
+                "remove it yourself, or choose another --out"
+            )
         shutil.rmtree(path)
     path.mkdir(parents=True)
     mark.write_text(script + "\n", encoding="utf-8")

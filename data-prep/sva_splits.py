@@ -168,17 +168,24 @@ def convert(path, out_dir, proportions, seed, t2t_test):
         skipped["t2t"] = sum(not kept for *_, kept in parts["test"])
         parts["test"] = [e for e in parts["test"] if e[2]]
         if not parts["test"]:
-            raise CorpusError(f"--t2t-test leaves none of the {skipped['t2t']} test rows: "
-                              "the test split would be empty")
+            raise CorpusError(
+                f"--t2t-test leaves none of the {skipped['t2t']} test rows: the test split would be empty"
+            )
     summary = {
-        "input": path, "layout": layout, "rows": len(examples) + skipped["long"],
-        "proportions": [float(p) for p in proportions], "seed": seed, "t2t_test": t2t_test,
+        "input": path,
+        "layout": layout,
+        "rows": len(examples) + skipped["long"],
+        "proportions": [float(p) for p in proportions],
+        "seed": seed,
+        "t2t_test": t2t_test,
         "skipped_by_rule": {SKIP_RULES[rule]: count for rule, count in skipped.items()},
         "splits": {},
     }
     for name, part in parts.items():
-        with open(f"{out_dir}/{name}.input", "w", encoding="utf-8") as inputs, \
-                open(f"{out_dir}/{name}.label", "w", encoding="utf-8") as labels:
+        with (
+            open(f"{out_dir}/{name}.input", "w", encoding="utf-8") as inputs,
+            open(f"{out_dir}/{name}.label", "w", encoding="utf-8") as labels,
+        ):
             for prefix, label, _ in part:
                 inputs.write(prefix + "\n")
                 labels.write(label + "\n")
@@ -186,8 +193,10 @@ def convert(path, out_dir, proportions, seed, t2t_test):
         summary["splits"][name] = {"examples": len(part), **counts}
     with open(f"{out_dir}/summary.json", "w", encoding="utf-8") as f:
         json.dump(summary, f, indent=2)
-    sizes = ", ".join(f"{name} {s['examples']:,} ({s['singular']:,} singular, {s['plural']:,} plural)"
-                      for name, s in summary["splits"].items())
+    sizes = ", ".join(
+        f"{name} {s['examples']:,} ({s['singular']:,} singular, {s['plural']:,} plural)"
+        for name, s in summary["splits"].items()
+    )
     rules = "; ".join(f"{count:,} {rule}" for rule, count in summary["skipped_by_rule"].items())
     print(f"{path}: {summary['rows']:,} rows ({layout} layout) -> {sizes}; skipped by rule: {rules}", file=sys.stderr)
 
@@ -206,12 +215,20 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("input", nargs="?", help="the TSV (plain or .gz)")
     parser.add_argument("out_dir", nargs="?", help="where SPLIT.input, SPLIT.label and summary.json go")
-    parser.add_argument("--proportions", type=percentages, default="9,1", metavar="TRAIN,VALID",
-                        help="percent of the examples for train and valid; the rest is test (default: 9,1)")
+    parser.add_argument(
+        "--proportions",
+        type=percentages,
+        default="9,1",
+        metavar="TRAIN,VALID",
+        help="percent of the examples for train and valid; the rest is test (default: 9,1)",
+    )
     parser.add_argument("--seed", type=int, default=1, help="seed of the shuffle (default: 1)")
-    parser.add_argument("--t2t-test", action="store_true",
-                        help="keep only the test rows whose intervening nouns all differ in number from the subject "
-                             "(n_intervening = n_diff_intervening), as tensor2tensor's sva_number_prediction does")
+    parser.add_argument(
+        "--t2t-test",
+        action="store_true",
+        help="keep only the test rows whose intervening nouns all differ in number from the subject "
+        "(n_intervening = n_diff_intervening), as tensor2tensor's sva_number_prediction does",
+    )
     parser.add_argument("--labels", action="store_true", help="print the label set, one a line, in its fixed order")
     args = parser.parse_args()
     if args.labels:

@@ -19,7 +19,6 @@ as sacremoses does, so that every tool sees them as the whitespace they are.
 import gzip
 import zlib
 
-
 # what str.splitlines() ends a line at, besides "\n" and "\r"
 LINE_SEPARATORS = "\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"
 _TO_SPACES = str.maketrans(dict.fromkeys(LINE_SEPARATORS, " "))

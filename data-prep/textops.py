@@ -34,21 +34,25 @@ def clean(args):
     """Drop training pairs with an empty side, a side over --max-len tokens or, with --ratio,
     a token-length ratio above it: the rules of Moses' clean-corpus-n.perl (min length 1)."""
     kept = dropped = 0
-    with open(args.src, encoding="utf-8", newline="\n") as src, \
-            open(args.tgt, encoding="utf-8", newline="\n") as tgt, \
-            open(args.out_src, "w", encoding="utf-8") as out_src, \
-            open(args.out_tgt, "w", encoding="utf-8") as out_tgt:
+    with (
+        open(args.src, encoding="utf-8", newline="\n") as src,
+        open(args.tgt, encoding="utf-8", newline="\n") as tgt,
+        open(args.out_src, "w", encoding="utf-8") as out_src,
+        open(args.out_tgt, "w", encoding="utf-8") as out_tgt,
+    ):
         for s, t in zip(src, tgt, strict=True):
             ns, nt = len(s.split()), len(t.split())
-            if (min(ns, nt) == 0 or max(ns, nt) > args.max_len
-                    or (args.ratio and max(ns / nt, nt / ns) > args.ratio)):
+            if min(ns, nt) == 0 or max(ns, nt) > args.max_len or (args.ratio and max(ns / nt, nt / ns) > args.ratio):
                 dropped += 1
                 continue
             out_src.write(s)
             out_tgt.write(t)
             kept += 1
-    print(f"    kept {kept} pairs, dropped {dropped} (empty side, > {args.max_len} tokens"
-          + (f" or length ratio > {args.ratio}" if args.ratio else "") + ")")
+    print(
+        f"    kept {kept} pairs, dropped {dropped} (empty side, > {args.max_len} tokens"
+        + (f" or length ratio > {args.ratio}" if args.ratio else "")
+        + ")"
+    )
 
 
 def unzip(args):
@@ -79,12 +83,17 @@ def spm_train(args):
     import sentencepiece as spm
 
     spm.SentencePieceTrainer.train(
-        input=",".join(args.files), model_prefix=args.model_prefix, vocab_size=args.vocab_size,
-        model_type="bpe", character_coverage=1.0,
+        input=",".join(args.files),
+        model_prefix=args.model_prefix,
+        vocab_size=args.vocab_size,
+        model_type="bpe",
+        character_coverage=1.0,
         # a soft limit: a small corpus (a test slice) that cannot fill the vocabulary still trains
         hard_vocab_limit=False,
-        input_sentence_size=10_000_000, shuffle_input_sentence=True,
-        minloglevel=1)
+        input_sentence_size=10_000_000,
+        shuffle_input_sentence=True,
+        minloglevel=1,
+    )
 
 
 def spm_encode(args):

@@ -40,8 +40,10 @@ def stop_prefetch_threads(timeout: float = TIMEOUT) -> None:
             _drop_queued_batches(consumer._queue)  # a full queue would block its last put()
             consumer.join(timeout=0.05)
         if consumer.is_alive():
-            logger.warning(f"a fairseq data prefetch thread did not stop within {timeout:.0f} s; the process "
-                           "may abort at exit, after its work is done")
+            logger.warning(
+                f"a fairseq data prefetch thread did not stop within {timeout:.0f} s; the process "
+                "may abort at exit, after its work is done"
+            )
 
 
 def _drop_queued_batches(batches: queue.Queue) -> None:

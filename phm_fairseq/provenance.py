@@ -25,9 +25,13 @@ def _cpu_model() -> str:
 
 def git_commit() -> str:
     """The checkout's commit, marked +uncommitted when tracked files differ from it."""
+
+    def run(*args) -> str:
+        return subprocess.run(
+            ["git", *args], capture_output=True, text=True, cwd=PACKAGE_ROOT, check=True
+        ).stdout.strip()
+
     try:
-        run = lambda *args: subprocess.run(["git", *args], capture_output=True, text=True,  # noqa: E731
-                                           cwd=PACKAGE_ROOT, check=True).stdout.strip()
         commit = run("rev-parse", "--short", "HEAD")
         return commit + ("+uncommitted" if run("status", "--porcelain", "--untracked-files=no") else "")
     except (OSError, subprocess.CalledProcessError):
@@ -44,6 +48,7 @@ def invocation() -> str:
 def environment(device: str = "cpu", command=None) -> dict:
     try:
         import fairseq
+
         fairseq_version = fairseq.__version__
     except ImportError:
         fairseq_version = None

@@ -35,7 +35,10 @@ def run_command(*args, check=True, timeout=600):
 
     result = subprocess.run([str(a) for a in args], capture_output=True, text=True, timeout=timeout)
     if check and result.returncode:
-        raise AssertionError(f"{' '.join(map(str, args))} failed ({result.returncode}):\n{result.stdout[-3000:]}\n{result.stderr[-5000:]}")
+        command = " ".join(map(str, args))
+        raise AssertionError(
+            f"{command} failed ({result.returncode}):\n{result.stdout[-3000:]}\n{result.stderr[-5000:]}"
+        )
     return result
 
 
@@ -51,9 +54,24 @@ def copy_task(tmp_path_factory) -> Path:
         lines = [" ".join(rng.choice("0123456789abcdef") for _ in range(rng.randint(3, 8))) for _ in range(size)]
         for lang in ("src", "tgt"):
             (root / f"{split}.{lang}").write_text("\n".join(lines) + "\n")
-    run_command(console("fairseq-preprocess"), "--source-lang", "src", "--target-lang", "tgt",
-                "--trainpref", root / "train", "--validpref", root / "valid", "--testpref", root / "test",
-                "--destdir", root / "bin", "--joined-dictionary", "--workers", "1")
+    run_command(
+        console("fairseq-preprocess"),
+        "--source-lang",
+        "src",
+        "--target-lang",
+        "tgt",
+        "--trainpref",
+        root / "train",
+        "--validpref",
+        root / "valid",
+        "--testpref",
+        root / "test",
+        "--destdir",
+        root / "bin",
+        "--joined-dictionary",
+        "--workers",
+        "1",
+    )
     return root / "bin"
 
 
@@ -69,7 +87,24 @@ def multi30k_slice(tmp_path_factory) -> Path:
             with gzip.open(REPO / "data" / "multi30k" / f"{name}.{lang}.gz", "rt", encoding="utf-8") as f:
                 lines = [line.lower().replace(".", " .").replace(",", " ,") for line in f.read().splitlines()[:size]]
             (root / f"{split}.{lang}").write_text("\n".join(lines) + "\n")
-    run_command(console("fairseq-preprocess"), "--source-lang", "en", "--target-lang", "de",
-                "--trainpref", root / "train", "--validpref", root / "valid", "--testpref", root / "test",
-                "--destdir", root / "bin", "--joined-dictionary", "--thresholdsrc", "2", "--workers", "1")
+    run_command(
+        console("fairseq-preprocess"),
+        "--source-lang",
+        "en",
+        "--target-lang",
+        "de",
+        "--trainpref",
+        root / "train",
+        "--validpref",
+        root / "valid",
+        "--testpref",
+        root / "test",
+        "--destdir",
+        root / "bin",
+        "--joined-dictionary",
+        "--thresholdsrc",
+        "2",
+        "--workers",
+        "1",
+    )
     return root / "bin"

@@ -58,7 +58,9 @@ def test_fused_qkv_is_one_layer_of_three_times_the_width():
     assert {name.split(".")[0] for name in mha.state_dict()} == {"qkv_proj", "out_proj"}
     torch.testing.assert_close(mha.k_proj.weight, mha.qkv_proj.weight[32:64])
     with pytest.raises(ValueError, match="fused_qkv needs self-attention"):
-        HypercomplexMultiheadAttention(32, 4, linear=LinearSpec("phm", n=4), fused_qkv=True, encoder_decoder_attention=True)
+        HypercomplexMultiheadAttention(
+            32, 4, linear=LinearSpec("phm", n=4), fused_qkv=True, encoder_decoder_attention=True
+        )
 
 
 def test_initialisation_follows_fairseqs_gains_and_survives_reset_parameters():

@@ -30,11 +30,14 @@ def test_targets_split_on_newlines_only_and_a_final_newline_is_optional(task):
     assert task.read_targets("train", 2).tolist() == [1, 0]
 
 
-@pytest.mark.parametrize("text,line,label", [
-    ("yes\nno\u2028yes\nno\n", 2, "no\u2028yes"),  # U+2028 is no line break: line 2 holds both words
-    ("yes\rno\nmaybe\n", 1, "yes\rno"),  # a stray carriage return neither
-    ("yes\nno\rno\nmaybe\n", 2, "no\rno"),
-])
+@pytest.mark.parametrize(
+    "text,line,label",
+    [
+        ("yes\nno\u2028yes\nno\n", 2, "no\u2028yes"),  # U+2028 is no line break: line 2 holds both words
+        ("yes\rno\nmaybe\n", 1, "yes\rno"),  # a stray carriage return neither
+        ("yes\nno\rno\nmaybe\n", 2, "no\rno"),
+    ],
+)
 def test_a_label_with_a_line_separator_inside_is_one_unknown_label_on_its_true_line(task, text, line, label):
     write(task, "valid", text)
     path = Path(task.args.data) / "valid.label"
@@ -63,16 +66,22 @@ def test_label_set_errors_name_the_file_and_line(tmp_path):
     with pytest.raises(ValueError, match=r"labels\.txt:4: label 'neutral' again \(it is on line 2\)"):
         SentenceClassificationTask.read_labels(str(tmp_path))
     (tmp_path / "labels.txt").write_text("yes\u2028no\n")
-    with pytest.raises(ValueError, match=r"labels\.txt: expected two or more distinct labels, one a line; "
-                                         r"found \['yes\\u2028no'\]"):
+    with pytest.raises(
+        ValueError,
+        match=r"labels\.txt: expected two or more distinct labels, one a line; "
+        r"found \['yes\\u2028no'\]",
+    ):
         SentenceClassificationTask.read_labels(str(tmp_path))
     (tmp_path / "labels.txt").write_text("no\nyes")  # no final newline
     assert SentenceClassificationTask.read_labels(str(tmp_path)) == ["no", "yes"]
 
 
 def test_the_tasks_say_what_their_data_directory_is(tmp_path):
-    with pytest.raises(FileNotFoundError, match=r"premise/dict\.txt not found: .* is not an NLI data directory "
-                                                r"\(make one with data-prep, e\.g\. bash data-prep/snli\.sh --out"):
+    with pytest.raises(
+        FileNotFoundError,
+        match=r"premise/dict\.txt not found: .* is not an NLI data directory "
+        r"\(make one with data-prep, e\.g\. bash data-prep/snli\.sh --out",
+    ):
         NLITask.setup_task(argparse.Namespace(data=str(tmp_path)))
     shutil.copytree(FIXTURE_DATA / "nli", tmp_path / "nli")
     (tmp_path / "nli" / "hypothesis" / "dict.txt").write_text("other 1\n")

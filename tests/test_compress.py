@@ -38,6 +38,7 @@ def direct_error(weight, factors):
 
 # --- the decomposition ----------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("n,k,d", [(1, 3, 5), (2, 6, 8), (3, 9, 6), (4, 8, 12), (8, 16, 24)])
 def test_a_sum_of_n_kronecker_products_is_recovered_exactly(n, k, d):
     g = generator(n)
@@ -65,8 +66,9 @@ def least_squares_by_gradient_descent(W, n, seed):
     k, d = W.shape
     A = torch.randn(n, n, n, dtype=F64, generator=g).requires_grad_()
     S = torch.randn(n, k // n, d // n, dtype=F64, generator=g).requires_grad_()
-    optimizer = torch.optim.LBFGS([A, S], max_iter=500, tolerance_grad=1e-12, tolerance_change=1e-15,
-                                  line_search_fn="strong_wolfe")
+    optimizer = torch.optim.LBFGS(
+        [A, S], max_iter=500, tolerance_grad=1e-12, tolerance_change=1e-15, line_search_fn="strong_wolfe"
+    )
 
     def closure():
         optimizer.zero_grad()
@@ -163,8 +165,12 @@ def test_quaternion_projection_is_the_mean_of_signed_blocks_and_least_squares():
 def test_fit_into_layers_of_every_rule():
     W, b = torch.randn(16, 8, generator=generator(8)), torch.randn(16, generator=generator(9))
     x = torch.randn(3, 8, generator=generator(10))
-    for layer in (PHMLinear(8, 16, n=4), PHMLinear(8, 16, n=4, rule="algebra-init"),
-                  PHMLinear(8, 16, n=4, rule="algebra-frozen"), QuaternionLinear(8, 16)):
+    for layer in (
+        PHMLinear(8, 16, n=4),
+        PHMLinear(8, 16, n=4, rule="algebra-init"),
+        PHMLinear(8, 16, n=4, rule="algebra-frozen"),
+        QuaternionLinear(8, 16),
+    ):
         factors = fit_phm_layer(layer, W, b)
         if layer.rule == "learned":
             expected = nearest_kronecker_sum(W, 4)
@@ -209,8 +215,11 @@ def test_layer_refuses_factors_that_do_not_fit():
 
 
 def test_bad_input_is_refused():
-    with pytest.raises(ValueError, match=r"n=3 must divide both in_features=8 and out_features=16; "
-                                         r"n can be one of \[1, 2, 4, 8\]"):
+    with pytest.raises(
+        ValueError,
+        match=r"n=3 must divide both in_features=8 and out_features=16; "
+        r"n can be one of \[1, 2, 4, 8\]",
+    ):
         nearest_kronecker_sum(torch.randn(16, 8), 3)
     with pytest.raises(ValueError, match=r"2-D, got shape \(16,\)"):
         nearest_kronecker_sum(torch.randn(16), 4)
@@ -251,15 +260,21 @@ def dense_twin(copy_task, tmp_path_factory):
 def phm_twins(dense_twin, tmp_path_factory):
     """The dense twin compressed to PHM n = 1, 2, 4: {n: (checkpoint, report)}."""
     root = tmp_path_factory.mktemp("phm_twins")
-    return {n: (root / f"phm_n{n}.pt", compressed(dense_twin, root / f"phm_n{n}.pt", "--arch", "phm_transformer_demo",
-                                                   "--phm-n", n)) for n in (1, 2, 4)}
+    return {
+        n: (
+            root / f"phm_n{n}.pt",
+            compressed(dense_twin, root / f"phm_n{n}.pt", "--arch", "phm_transformer_demo", "--phm-n", n),
+        )
+        for n in (1, 2, 4)
+    }
 
 
 def load(checkpoint, data, split="test"):
     from fairseq import checkpoint_utils
 
-    models, _cfg, task = checkpoint_utils.load_model_ensemble_and_task([str(checkpoint)],
-                                                                       arg_overrides={"data": str(data)})
+    models, _cfg, task = checkpoint_utils.load_model_ensemble_and_task(
+        [str(checkpoint)], arg_overrides={"data": str(data)}
+    )
     task.load_dataset(split)
     return models[0].eval(), task
 
@@ -273,8 +288,9 @@ def training_loss(checkpoint, data, split="valid"):
     batch = dataset.collater([dataset[i] for i in range(len(dataset))])
     with torch.no_grad():
         lprobs = model.get_normalized_probs(model(**batch["net_input"]), log_probs=True)
-    loss, _ = label_smoothed_nll_loss(lprobs.view(-1, lprobs.size(-1)), batch["target"].view(-1), 0.1,
-                                      ignore_index=task.target_dictionary.pad())
+    loss, _ = label_smoothed_nll_loss(
+        lprobs.view(-1, lprobs.size(-1)), batch["target"].view(-1), 0.1, ignore_index=task.target_dictionary.pad()
+    )
     return float(loss) / batch["ntokens"] / math.log(2)
 
 
@@ -298,9 +314,24 @@ def test_errors_and_parameter_counts_in_the_report(phm_twins):
 @pytest.mark.slow
 def test_n1_generates_exactly_what_the_dense_model_generates(dense_twin, phm_twins, copy_task):
     def generate(checkpoint):
-        out = run_command(console("fairseq-generate"), copy_task, "--user-dir", PLUGIN, "--path", checkpoint,
-                          "--gen-subset", "test", "--beam", "5", "--lenpen", "0.6", "--batch-size", "32",
-                          "--required-batch-size-multiple", "1")
+        out = run_command(
+            console("fairseq-generate"),
+            copy_task,
+            "--user-dir",
+            PLUGIN,
+            "--path",
+            checkpoint,
+            "--gen-subset",
+            "test",
+            "--beam",
+            "5",
+            "--lenpen",
+            "0.6",
+            "--batch-size",
+            "32",
+            "--required-batch-size-multiple",
+            "1",
+        )
         return [line for line in out.stdout.splitlines() if line.startswith(("H-", "P-"))]
 
     dense = generate(dense_twin)
@@ -319,16 +350,29 @@ def test_outputs_approach_the_dense_models_as_n_falls(dense_twin, phm_twins, cop
         return torch.log_softmax(logits.double(), dim=-1)[batch["target"].ne(task.target_dictionary.pad())]
 
     dense = log_probs(dense_twin)
-    kl = {n: float((dense.exp() * (dense - log_probs(checkpoint))).sum(-1).mean())
-          for n, (checkpoint, _) in phm_twins.items()}
+    kl = {
+        n: float((dense.exp() * (dense - log_probs(checkpoint))).sum(-1).mean())
+        for n, (checkpoint, _) in phm_twins.items()
+    }
     assert kl[1] < 1e-9 and kl[1] < kl[2] < kl[4], kl
 
 
 @pytest.fixture(scope="module")
 def fresh_phm_n2(copy_task, tmp_path_factory):
     """A PHM n=2 model trained from scratch as long as the fine-tuning below: the baseline."""
-    result = train(copy_task, tmp_path_factory.mktemp("fresh"), "--arch", "phm_transformer_demo", "--phm-n", "2",
-                   "--max-update", "40", "--log-interval", "1", "--no-save")
+    result = train(
+        copy_task,
+        tmp_path_factory.mktemp("fresh"),
+        "--arch",
+        "phm_transformer_demo",
+        "--phm-n",
+        "2",
+        "--max-update",
+        "40",
+        "--log-interval",
+        "1",
+        "--no-save",
+    )
     return result.stdout + result.stderr
 
 
@@ -336,8 +380,18 @@ def fresh_phm_n2(copy_task, tmp_path_factory):
 def test_fairseq_train_fine_tunes_the_compressed_model(phm_twins, fresh_phm_n2, copy_task, tmp_path):
     checkpoint, report = phm_twins[2]
     # the fine-tuning command: the dense model's, with the flags that the report names
-    result = train(copy_task, tmp_path / "finetune", *report["model_flags"], "--finetune-from-model", checkpoint,
-                   "--max-update", "40", "--log-interval", "1", "--no-save")
+    result = train(
+        copy_task,
+        tmp_path / "finetune",
+        *report["model_flags"],
+        "--finetune-from-model",
+        checkpoint,
+        "--max-update",
+        "40",
+        "--log-interval",
+        "1",
+        "--no-save",
+    )
     log = result.stdout + result.stderr
     assert f"loading pretrained model from {checkpoint}" in log
     tuned, fresh = losses(log), losses(fresh_phm_n2)
@@ -349,16 +403,38 @@ def test_fairseq_train_fine_tunes_the_compressed_model(phm_twins, fresh_phm_n2, 
     assert abs(tuned[0] - start) < 0.3 and fresh[0] > start + 0.8, (tuned[0], start, fresh[0])
     assert tuned_valid[-1] < tuned_valid[0] and tuned_valid[-1] < fresh_valid[-1] - 1.0, (tuned_valid, fresh_valid)
     # --restore-file with every --reset-* flag loads the same weights: the same first loss
-    restored = train(copy_task, tmp_path / "restore", *report["model_flags"], "--restore-file", checkpoint,
-                     "--reset-optimizer", "--reset-lr-scheduler", "--reset-meters", "--reset-dataloader",
-                     "--max-update", "1", "--log-interval", "1", "--no-save")
+    restored = train(
+        copy_task,
+        tmp_path / "restore",
+        *report["model_flags"],
+        "--restore-file",
+        checkpoint,
+        "--reset-optimizer",
+        "--reset-lr-scheduler",
+        "--reset-meters",
+        "--reset-dataloader",
+        "--max-update",
+        "1",
+        "--log-interval",
+        "1",
+        "--no-save",
+    )
     assert losses(restored.stdout + restored.stderr)[0] == tuned[0]
 
 
 @pytest.mark.slow
 def test_the_command_prints_the_table_and_the_fine_tuning_flags(dense_twin, tmp_path):
-    out = run_command(console("phm-compress"), dense_twin, "--arch", "quaternion_transformer_demo",
-                      "--qkv-projection", "fused", *TINY, "--out", tmp_path / "quaternion.pt")
+    out = run_command(
+        console("phm-compress"),
+        dense_twin,
+        "--arch",
+        "quaternion_transformer_demo",
+        "--qkv-projection",
+        "fused",
+        *TINY,
+        "--out",
+        tmp_path / "quaternion.pt",
+    )
     table = out.stdout
     assert re.search(r"encoder\.layers\.0\.self_attn\.qkv_proj\s+96 x 32\s+4\s+quaternion\s+0\.\d{4}", table), table
     quaternion_body = transformer_body(32, 64, 1, quaternion=True)
@@ -370,6 +446,7 @@ def test_the_command_prints_the_table_and_the_fine_tuning_flags(dense_twin, tmp_
 
 
 # --- fairseq's own transformer ----------------------------------------------------------------
+
 
 @pytest.fixture(scope="module")
 def dense_fairseq(copy_task, tmp_path_factory):
@@ -406,6 +483,7 @@ def test_fairseq_transformer_compresses_to_the_plugins_models(dense_fairseq, cop
 
 # --- refusals -----------------------------------------------------------------------------------
 
+
 @pytest.mark.slow
 def test_a_low_rank_target_loads_in_fairseq_with_its_reported_error(dense_twin, phm_twins, copy_task, tmp_path):
     out = tmp_path / "phm_n2_rank2.pt"
@@ -441,25 +519,58 @@ def test_a_checkpoint_of_another_task_or_model_is_refused(dense_twin, phm_twins,
     state["cfg"]["task"]["_name"] = "nli"
     state["cfg"]["model"].arch = state["cfg"]["model"]._name = "phm_lstm_nli"
     torch.save(state, tmp_path / "nli.pt")
-    refused(tmp_path / "nli.pt", "--arch", "phm_transformer_demo", "--out", out, *TINY,
-            message=r"holds a model for task 'nli' \(arch 'phm_lstm_nli'\); phm-compress compresses translation",
-            out=out)
-    refused(phm_twins[4][0], "--arch", "phm_transformer_demo", "--out", out, *TINY,
-            message=r"holds a '\w+' model \(arch 'phm_transformer_demo'\); phm-compress takes a dense Transformer: "
-                    r"the plugin's dense twin \(transformer_twin_\*\) or fairseq's transformer", out=out)
+    refused(
+        tmp_path / "nli.pt",
+        "--arch",
+        "phm_transformer_demo",
+        "--out",
+        out,
+        *TINY,
+        message=r"holds a model for task 'nli' \(arch 'phm_lstm_nli'\); phm-compress compresses translation",
+        out=out,
+    )
+    refused(
+        phm_twins[4][0],
+        "--arch",
+        "phm_transformer_demo",
+        "--out",
+        out,
+        *TINY,
+        message=r"holds a '\w+' model \(arch 'phm_transformer_demo'\); phm-compress takes a dense Transformer: "
+        r"the plugin's dense twin \(transformer_twin_\*\) or fairseq's transformer",
+        out=out,
+    )
 
 
 @pytest.mark.slow
 def test_other_sizes_are_refused_with_both_and_the_matching_architecture(dense_twin, tmp_path):
     out = tmp_path / "out.pt"
-    refused(dense_twin, "--arch", "phm_transformer_demo", "--out", out,
-            message=r"has other sizes than phm_transformer_demo: --encoder-layers 1 against 2, --encoder-embed-dim 32 "
-                    r"against 128, .* No phm architecture has them: give them with the architecture "
-                    r"\(--arch phm_transformer_demo --encoder-layers 1 --encoder-embed-dim 32 ", out=out)
-    refused(dense_twin, "--arch", "phm_transformer_demo", "--out", out, *TINY[:-2], "--decoder-attention-heads", "4",
-            message=r"--decoder-attention-heads 2 against 4\.", out=out)
-    demo = argparse.Namespace(arch="transformer_twin_demo", **{key: value for key, value in zip(
-        compress_cli.SIZE_KEYS, [2, 128, 512, 4] * 2)})
+    refused(
+        dense_twin,
+        "--arch",
+        "phm_transformer_demo",
+        "--out",
+        out,
+        message=r"has other sizes than phm_transformer_demo: --encoder-layers 1 against 2, --encoder-embed-dim 32 "
+        r"against 128, .* No phm architecture has them: give them with the architecture "
+        r"\(--arch phm_transformer_demo --encoder-layers 1 --encoder-embed-dim 32 ",
+        out=out,
+    )
+    refused(
+        dense_twin,
+        "--arch",
+        "phm_transformer_demo",
+        "--out",
+        out,
+        *TINY[:-2],
+        "--decoder-attention-heads",
+        "4",
+        message=r"--decoder-attention-heads 2 against 4\.",
+        out=out,
+    )
+    demo = argparse.Namespace(
+        arch="transformer_twin_demo", **{key: value for key, value in zip(compress_cli.SIZE_KEYS, [2, 128, 512, 4] * 2)}
+    )
     with pytest.raises(compress_cli.CompressionError, match=r"phm_transformer_demo has the checkpoint's sizes; or"):
         compress_cli.check_sizes("demo.pt", demo, "phm_transformer_iwslt", {})
     compress_cli.check_sizes("demo.pt", demo, "phm_transformer_demo", {})  # the same sizes pass
@@ -469,14 +580,20 @@ def test_other_sizes_are_refused_with_both_and_the_matching_architecture(dense_t
 def test_bad_flags_are_refused(dense_twin, tmp_path):
     out = tmp_path / "out.pt"
     for flags, message in [
-        (["--arch", "phm_transformer_demo", "--phm-n", "3"],
-         r"--phm-n 3 must divide every feature size of the model, but does not divide --encoder-embed-dim 32"),
+        (
+            ["--arch", "phm_transformer_demo", "--phm-n", "3"],
+            r"--phm-n 3 must divide every feature size of the model, but does not divide --encoder-embed-dim 32",
+        ),
         (["--arch", "phm_transformer_demo", "--dropout", "0.1"], r"cannot honour --dropout 0.1: phm-compress sets"),
-        (["--arch", "phm_transformer_demo", "--phm-shared-rule", "model"],
-         r"cannot honour --phm-shared-rule model: .*a shared rule \(one A for many layers\) is not fitted"),
+        (
+            ["--arch", "phm_transformer_demo", "--phm-shared-rule", "model"],
+            r"cannot honour --phm-shared-rule model: .*a shared rule \(one A for many layers\) is not fitted",
+        ),
         (["--arch", "quaternion_transformer_demo", "--phm-rank", "2"], r"--phm-rank applies to phm_transformer"),
-        (["--arch", "quaternion_transformer_demo", "--quaternion-attention"],
-         r"--quaternion-attention cannot be honoured: .* no weights approximate it"),
+        (
+            ["--arch", "quaternion_transformer_demo", "--quaternion-attention"],
+            r"--quaternion-attention cannot be honoured: .* no weights approximate it",
+        ),
         (["--arch", "quaternion_transformer_demo", "--phm-n", "4"], r"--phm-n applies to phm_transformer archit"),
         (["--arch", "transformer_twin_demo"], r"transformer_twin_demo is a dense architecture; phm-compress writes"),
         (["--arch", "no_such_arch"], r"--arch no_such_arch is not a translation Transformer architecture"),
@@ -491,16 +608,42 @@ def test_existing_output_and_moved_data(dense_twin, copy_task, tmp_path):
     out.write_bytes(b"keep me")
     refused(dense_twin, "--arch", "phm_transformer_demo", "--out", out, *TINY, message=r"phm.pt exists: pass --force")
     assert out.read_bytes() == b"keep me"
-    refused(dense_twin, "--arch", "phm_transformer_demo", "--out", dense_twin, "--force", *TINY,
-            message=r"is the dense checkpoint itself")
+    refused(
+        dense_twin,
+        "--arch",
+        "phm_transformer_demo",
+        "--out",
+        dense_twin,
+        "--force",
+        *TINY,
+        message=r"is the dense checkpoint itself",
+    )
     state = torch.load(dense_twin, weights_only=True)
     state["cfg"]["task"]["data"] = str(tmp_path / "moved")
     torch.save(state, tmp_path / "moved.pt")
     out.unlink()
-    refused(tmp_path / "moved.pt", "--arch", "phm_transformer_demo", "--out", out, *TINY,
-            message=r"data directory '.*moved' does not exist here: pass --data DIR", out=out)
-    refused(tmp_path / "moved.pt", "--arch", "phm_transformer_demo", "--out", out, *TINY, "--data", tmp_path / "gone",
-            message=r"--data .*gone: no such directory", out=out)
+    refused(
+        tmp_path / "moved.pt",
+        "--arch",
+        "phm_transformer_demo",
+        "--out",
+        out,
+        *TINY,
+        message=r"data directory '.*moved' does not exist here: pass --data DIR",
+        out=out,
+    )
+    refused(
+        tmp_path / "moved.pt",
+        "--arch",
+        "phm_transformer_demo",
+        "--out",
+        out,
+        *TINY,
+        "--data",
+        tmp_path / "gone",
+        message=r"--data .*gone: no such directory",
+        out=out,
+    )
     compressed(tmp_path / "moved.pt", out, "--arch", "phm_transformer_demo", "--data", copy_task)
     written = torch.load(out, weights_only=True)
     assert written["cfg"]["task"]["data"] == str(copy_task) and "last_optimizer_state" not in written
@@ -509,11 +652,13 @@ def test_existing_output_and_moved_data(dense_twin, copy_task, tmp_path):
 
 # --- the mapping itself, on models built in this process (random weights suffice) -------------
 
+
 def build(copy_task, *flags):
     from fairseq import options, tasks
 
-    args = options.parse_args_and_arch(options.get_training_parser(),
-                                       input_args=[str(copy_task), "--task", "translation", *TINY, *flags])
+    args = options.parse_args_and_arch(
+        options.get_training_parser(), input_args=[str(copy_task), "--task", "translation", *TINY, *flags]
+    )
     task = tasks.setup_task(args)
     return task.build_model(args).eval(), task
 
@@ -540,7 +685,10 @@ def test_models_that_do_not_correspond_one_to_one_are_refused(copy_task):
     dense, _ = build(copy_task, "--arch", "transformer_twin_demo", "--encoder-layers", "2")
     target, _ = build(copy_task, "--arch", "phm_transformer_demo", "--phm-n", "2")
     # the dense model's second encoder layer has no place in the target: it would be left out
-    with pytest.raises(CompressionError, match=r"do not correspond one to one: the dense model's "
-                                               r"encoder.layers.1.self_attn.k_proj.weight, .* and 12 more would be "
-                                               r"left out$"):
+    with pytest.raises(
+        CompressionError,
+        match=r"do not correspond one to one: the dense model's "
+        r"encoder.layers.1.self_attn.k_proj.weight, .* and 12 more would be "
+        r"left out$",
+    ):
         compress_into(dense, target)

@@ -28,8 +28,9 @@ FAST = ("--workers", "1", "--bpe-size", "300")  # tiny corpora: one process, few
 
 
 def run(script, *args, cwd, ok=True):
-    result = subprocess.run(["bash", str(REPO / "data-prep" / script), *args], cwd=cwd, env=ENV,
-                            capture_output=True, text=True, timeout=300)
+    result = subprocess.run(
+        ["bash", str(REPO / "data-prep" / script), *args], cwd=cwd, env=ENV, capture_output=True, text=True, timeout=300
+    )
     if ok:
         assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     return result
@@ -94,14 +95,19 @@ def iwslt_train_tags(sentences, talks=3):
     lines, text = [], []
     per_talk = len(sentences) // talks
     for t in range(talks):
-        chunk = sentences[t * per_talk:(t + 1) * per_talk]
+        chunk = sentences[t * per_talk : (t + 1) * per_talk]
         title, description, transcript = chunk[0], chunk[1], chunk[2:]
-        lines += [f"<url>http://www.ted.com/talks/talk{t}.html</url>",
-                  "<keywords>talks, science</keywords>", "<speaker>A Speaker</speaker>",
-                  f"<talkid>{t}</talkid>", f"<title>{title}</title>",
-                  f"<description>{description}</description>",
-                  '<reviewer href="http://www.ted.com/profiles/1">R</reviewer>',
-                  '<translator href="http://www.ted.com/profiles/2">T</translator>', *transcript]
+        lines += [
+            f"<url>http://www.ted.com/talks/talk{t}.html</url>",
+            "<keywords>talks, science</keywords>",
+            "<speaker>A Speaker</speaker>",
+            f"<talkid>{t}</talkid>",
+            f"<title>{title}</title>",
+            f"<description>{description}</description>",
+            '<reviewer href="http://www.ted.com/profiles/1">R</reviewer>',
+            '<translator href="http://www.ted.com/profiles/2">T</translator>',
+            *transcript,
+        ]
         text += [title, description, *transcript]
     return lines, text
 
@@ -109,12 +115,22 @@ def iwslt_train_tags(sentences, talks=3):
 def segs_file(sentences, setid, lang, ref=False):
     """IWSLT's .xml / WMT's .sgm: one document of <seg> lines, padded as the real files are."""
     tag = "refset" if ref else "srcset"
-    return ['<?xml version="1.0" encoding="UTF-8"?>', "<mteval>",
-            f'<{tag} setid="{setid}" srclang="any" trglang="{lang}">',
-            '<doc docid="1" genre="news">', "<url>http://example.org</url>",
-            "<description>A talk.</description>", "<talkid>1</talkid>", "<title>Title</title>",
-            "<p>", *(f'<seg id="{i}"> {s} </seg>' for i, s in enumerate(sentences, 1)),
-            "</p>", "</doc>", f"</{tag}>", "</mteval>"]
+    return [
+        '<?xml version="1.0" encoding="UTF-8"?>',
+        "<mteval>",
+        f'<{tag} setid="{setid}" srclang="any" trglang="{lang}">',
+        '<doc docid="1" genre="news">',
+        "<url>http://example.org</url>",
+        "<description>A talk.</description>",
+        "<talkid>1</talkid>",
+        "<title>Title</title>",
+        "<p>",
+        *(f'<seg id="{i}"> {s} </seg>' for i, s in enumerate(sentences, 1)),
+        "</p>",
+        "</doc>",
+        f"</{tag}>",
+        "</mteval>",
+    ]
 
 
 def check_output(out, src, tgt, counts, lowercase=False, tokenized=True):
@@ -140,16 +156,14 @@ def check_output(out, src, tgt, counts, lowercase=False, tokenized=True):
         if bpe == "sentencepiece":
             return " ".join(unicodedata.normalize("NFKC", line).split())
         if tokenized:
-            return moses[lang].tokenize(line, aggressive_dash_splits=True, return_str=True,
-                                        escape=True)
+            return moses[lang].tokenize(line, aggressive_dash_splits=True, return_str=True, escape=True)
         return " ".join(line.split())
 
     moses = {lang: MosesTokenizer(lang) for lang in (src, tgt)}
     dictionary = Dictionary.load(str(out / f"dict.{src}.txt"))
     for split, n in counts.items():
         for lang in (src, tgt):
-            data = data_utils.load_indexed_dataset(str(out / f"{split}.{src}-{tgt}.{lang}"),
-                                                   dictionary)
+            data = data_utils.load_indexed_dataset(str(out / f"{split}.{src}-{tgt}.{lang}"), dictionary)
             assert data is not None and len(data) == n, (split, lang)
             if split == "train":
                 continue
@@ -169,6 +183,7 @@ def check_output(out, src, tgt, counts, lowercase=False, tokenized=True):
 
 # --- Multi30k (bundled) and Shakespeare (the workplace's copy) ---------------------------------
 
+
 @pytest.fixture(scope="module")
 def multi30k_slice(tmp_path_factory):
     """The bundled Multi30k with the first 3,000 training pairs (whole valid and test)."""
@@ -182,8 +197,7 @@ def multi30k_slice(tmp_path_factory):
 
 def test_multi30k_subword_nmt_then_rerun_then_sentencepiece(multi30k_slice, tmp_path):
     out = tmp_path / "data-bin" / "multi30k.en-de"
-    result = run("multi30k.sh", "--src-dir", str(multi30k_slice), "--bpe-size", "2000",
-                 cwd=tmp_path)
+    result = run("multi30k.sh", "--src-dir", str(multi30k_slice), "--bpe-size", "2000", cwd=tmp_path)
     assert "[7/7]" in result.stdout and "test      1000 lines" in result.stdout
     counts = {"train": 3000, "valid": 1014, "test": 1000}
     prep = check_output(out, "en", "de", counts)
@@ -193,8 +207,7 @@ def test_multi30k_subword_nmt_then_rerun_then_sentencepiece(multi30k_slice, tmp_
 
     # the same settings again: nothing to do
     stamp = (out / "prep.json").stat().st_mtime_ns
-    result = run("multi30k.sh", "--src-dir", str(multi30k_slice), "--bpe-size", "2000",
-                 cwd=tmp_path)
+    result = run("multi30k.sh", "--src-dir", str(multi30k_slice), "--bpe-size", "2000", cwd=tmp_path)
     assert "already prepared" in result.stdout
     assert (out / "prep.json").stat().st_mtime_ns == stamp
 
@@ -209,8 +222,7 @@ def test_multi30k_subword_nmt_then_rerun_then_sentencepiece(multi30k_slice, tmp_
     assert "data-bin/multi30k.en-de holds files that data-prep/multi30k.sh did not write (raw/my-notes.txt)" in error
     assert (out / "prep.json").stat().st_mtime_ns == stamp and (out / "raw" / "my-notes.txt").is_file()
     (out / "raw" / "my-notes.txt").unlink()
-    run("multi30k.sh", "--src-dir", str(multi30k_slice), "--bpe", "sentencepiece",
-        "--bpe-size", "1000", cwd=tmp_path)
+    run("multi30k.sh", "--src-dir", str(multi30k_slice), "--bpe", "sentencepiece", "--bpe-size", "1000", cwd=tmp_path)
     prep = check_output(out, "en", "de", counts)
     assert prep["bpe"]["kind"] == "sentencepiece" and not (out / "bpe.codes").exists()
     assert "sentencepiece reads the raw text" in prep["tokenizer"]
@@ -225,13 +237,13 @@ def test_shakespeare_keeps_its_tokenization_and_says_valid_doubles_as_test(share
     out = tmp_path / "shakespeare.modern-original"
     result = run("shakespeare.sh", "--src-dir", str(src), "--out", str(out), *FAST, cwd=tmp_path)
     assert "valid split doubles as test" in result.stderr
-    prep = check_output(out, "modern", "original", {"train": 2000, "valid": 1218, "test": 1218},
-                        tokenized=False)
+    prep = check_output(out, "modern", "original", {"train": 2000, "valid": 1218, "test": 1218}, tokenized=False)
     assert "valid split doubles as test" in prep["notes"][0]
     assert read_lines(out / "raw" / "test.original") == read_lines(corpus / "valid.original.nltktok")
 
 
 # --- the other corpora, in their official layouts -----------------------------------------------
+
 
 def iwslt_sets(folder, prefix, pair, sets, sentences):
     """IWSLT XML files for SETS, each filled with the next sentence pairs (in PAIR's language
@@ -239,10 +251,9 @@ def iwslt_sets(folder, prefix, pair, sets, sentences):
     l1, l2 = pair.split("-")
     used = []
     for k, name in enumerate(sets):
-        chunk = sentences[k * 20:(k + 1) * 20]
+        chunk = sentences[k * 20 : (k + 1) * 20]
         for i, lang in ((0, l1), (1, l2)):
-            write(folder / f"{prefix}.{name}.{pair}.{lang}.xml",
-                  segs_file([p[i] for p in chunk], name, lang))
+            write(folder / f"{prefix}.{name}.{pair}.{lang}.xml", segs_file([p[i] for p in chunk], name, lang))
         used += chunk
     return used
 
@@ -253,8 +264,7 @@ def test_iwslt14_de_en_archive_fairseq_split_lowercased(pairs, tmp_path):
     en_lines, en_text = iwslt_train_tags([p[0] for p in pairs[:230]])
     sets = ["TED.dev2010", "TEDX.dev2012", "TED.tst2010", "TED.tst2011", "TED.tst2012"]
     test = iwslt_sets(staging / "de-en", "IWSLT14", "de-en", sets, swap(pairs[1000:]))
-    files = {f"de-en/train.tags.de-en.{lang}": lines
-             for lang, lines in (("de", de_lines), ("en", en_lines))}
+    files = {f"de-en/train.tags.de-en.{lang}": lines for lang, lines in (("de", de_lines), ("en", en_lines))}
     files.update({f"de-en/{p.name}": read_lines(p) for p in (staging / "de-en").iterdir()})
     tgz(src / "de-en.tgz", files)
 
@@ -263,8 +273,13 @@ def test_iwslt14_de_en_archive_fairseq_split_lowercased(pairs, tmp_path):
     prep = json.loads((out / "prep.json").read_text())
     assert prep["train_before_clean"] == len(de_text) - len(de_text) // 23
     assert prep["lowercase"] is True and prep["clean"] == {"max_len": 175, "ratio": 1.5}
-    check_output(out, "de", "en", {"train": prep["splits"]["train"], "valid": len(de_text) // 23,
-                                   "test": len(test)}, lowercase=True)
+    check_output(
+        out,
+        "de",
+        "en",
+        {"train": prep["splits"]["train"], "valid": len(de_text) // 23, "test": len(test)},
+        lowercase=True,
+    )
     # valid is every 23rd text line of train.tags (titles, descriptions included), test the XML
     assert read_lines(out / "raw" / "valid.de") == [s.lower() for s in de_text[22::23]]
     assert read_lines(out / "raw" / "test.en") == [p[1].lower() for p in test]
@@ -277,11 +292,22 @@ def test_iwslt14_en_ro_extracted_files_reverse_direction(pairs, tmp_path):
     for lang, i in (("ro", 1), ("en", 0)):
         write(folder / f"train.tags.ro-en.{lang}", iwslt_train_tags([p[i] for p in pairs[:90]])[0])
     valid = iwslt_sets(folder, "IWSLT14", "ro-en", ["TED.dev2010"], swap(pairs[1000:]))
-    test = iwslt_sets(folder, "IWSLT14", "ro-en", ["TED.tst2010", "TED.tst2011", "TED.tst2012"],
-                      swap(pairs[2000:]))
+    test = iwslt_sets(folder, "IWSLT14", "ro-en", ["TED.tst2010", "TED.tst2011", "TED.tst2012"], swap(pairs[2000:]))
     out = tmp_path / "iwslt14.en-ro"
-    run("iwslt14.sh", "-s", "en", "-t", "ro", "--cased", "--src-dir", str(tmp_path / "src"),
-        "--out", str(out), *FAST, cwd=tmp_path)
+    run(
+        "iwslt14.sh",
+        "-s",
+        "en",
+        "-t",
+        "ro",
+        "--cased",
+        "--src-dir",
+        str(tmp_path / "src"),
+        "--out",
+        str(out),
+        *FAST,
+        cwd=tmp_path,
+    )
     prep = json.loads((out / "prep.json").read_text())
     assert prep["train_before_clean"] == 90
     check_output(out, "en", "ro", {"train": prep["splits"]["train"], "valid": 20, "test": 60})
@@ -313,8 +339,10 @@ def test_iwslt15_en_vi_stanford_files_are_detokenized(pairs, tmp_path):
     files = {"train": chosen[40:], "tst2012": chosen[:20], "tst2013": chosen[20:40]}
     for name, part in files.items():
         for lang, i in (("en", 0), ("vi", 1)):
-            write(tmp_path / "src" / f"{name}.{lang}",
-                  [tokenizers[lang].tokenize(p[i], return_str=True, escape=True) for p in part])
+            write(
+                tmp_path / "src" / f"{name}.{lang}",
+                [tokenizers[lang].tokenize(p[i], return_str=True, escape=True) for p in part],
+            )
     out = tmp_path / "iwslt15.en-vi"
     run("iwslt15.sh", "--src-dir", str(tmp_path / "src"), "--out", str(out), *FAST, cwd=tmp_path)
     check_output(out, "en", "vi", {"train": 160, "valid": 20, "test": 20})
@@ -328,19 +356,22 @@ def wmt_sets(folder, sets, sentences, langs):
     src, tgt = langs
     used = {}
     for k, name in enumerate(sets):
-        chunk = sentences[k * 30:(k + 1) * 30]
+        chunk = sentences[k * 30 : (k + 1) * 30]
         write(folder / f"{name}-{src}{tgt}-src.{src}.sgm", segs_file([p[0] for p in chunk], name, src))
-        write(folder / f"{name}-{src}{tgt}-ref.{tgt}.sgm",
-              segs_file([p[1] for p in chunk], name, tgt, ref=True))
+        write(folder / f"{name}-{src}{tgt}-ref.{tgt}.sgm", segs_file([p[1] for p in chunk], name, tgt, ref=True))
         used[name] = chunk
     return used
 
 
 def test_wmt16_en_ro_archives_and_opus_zip(pairs, tmp_path):
     src, staging = tmp_path / "src", tmp_path / "staging"
-    tgz(src / "training-parallel-ep-v8.tgz",
-        {"training-parallel-ep-v8/europarl-v8.ro-en.ro": [p[1] for p in pairs[:100]],
-         "training-parallel-ep-v8/europarl-v8.ro-en.en": [p[0] for p in pairs[:100]]})
+    tgz(
+        src / "training-parallel-ep-v8.tgz",
+        {
+            "training-parallel-ep-v8/europarl-v8.ro-en.ro": [p[1] for p in pairs[:100]],
+            "training-parallel-ep-v8/europarl-v8.ro-en.en": [p[0] for p in pairs[:100]],
+        },
+    )
     with zipfile.ZipFile(src / "en-ro.txt.zip", "w") as archive:
         archive.writestr("SETIMES.en-ro.en", "".join(p[0] + "\n" for p in pairs[100:160]))
         archive.writestr("SETIMES.en-ro.ro", "".join(p[1] + "\n" for p in pairs[100:160]))
@@ -359,9 +390,11 @@ def test_wmt16_en_ro_archives_and_opus_zip(pairs, tmp_path):
 def test_wmt18_et_en_five_archives(pairs, tmp_path):
     src, staging = tmp_path / "src", tmp_path / "staging"
     crawl = "paracrawl-release1.en-et.zipporah0-dedup-clean"
-    for archive, name, part in (("training-parallel-ep-v8.tgz", "training/europarl-v8.et-en", pairs[:50]),
-                                (f"{crawl}.tgz", crawl, pairs[50:100]),
-                                ("rapid2016.tgz", "rapid2016.et-en", pairs[100:130])):
+    for archive, name, part in (
+        ("training-parallel-ep-v8.tgz", "training/europarl-v8.et-en", pairs[:50]),
+        (f"{crawl}.tgz", crawl, pairs[50:100]),
+        ("rapid2016.tgz", "rapid2016.et-en", pairs[100:130]),
+    ):
         tgz(src / archive, {f"{name}.en": [p[0] for p in part], f"{name}.et": [p[1] for p in part]})
     # et-en: German stands in for Estonian, the source side
     sets = wmt_sets(staging, ["newsdev2018", "newstest2018"], swap(pairs[1000:]), ("et", "en"))
@@ -376,9 +409,10 @@ def test_wmt18_et_en_five_archives(pairs, tmp_path):
 
 
 def test_setimes_en_mk_holds_out_valid_and_test(pairs, tmp_path):
-    tgz(tmp_path / "src" / "setimes.en-mk.txt.tgz",
-        {"setimes.en-mk.en.txt": [p[0] for p in pairs[:1000]],
-         "setimes.en-mk.mk.txt": [p[1] for p in pairs[:1000]]})
+    tgz(
+        tmp_path / "src" / "setimes.en-mk.txt.tgz",
+        {"setimes.en-mk.en.txt": [p[0] for p in pairs[:1000]], "setimes.en-mk.mk.txt": [p[1] for p in pairs[:1000]]},
+    )
     out = tmp_path / "setimes.en-mk"
     run("setimes.sh", "--src-dir", str(tmp_path / "src"), "--out", str(out), *FAST, cwd=tmp_path)
     prep = json.loads((out / "prep.json").read_text())
@@ -388,6 +422,7 @@ def test_setimes_en_mk_holds_out_valid_and_test(pairs, tmp_path):
 
 
 # --- rejections ---------------------------------------------------------------------------------
+
 
 def test_misaligned_line_counts_name_both_files_and_leave_no_output(multi30k_slice, tmp_path):
     src = tmp_path / "src"
@@ -418,8 +453,7 @@ def test_truncated_gzip_and_missing_file(multi30k_slice, tmp_path):
     assert not any((tmp_path / "data-bin").iterdir())
 
 
-@pytest.mark.parametrize("script, archive", [("iwslt14.sh", "de-en.tgz"),
-                                             ("wmt16.sh", "en-ro.txt.zip")])
+@pytest.mark.parametrize("script, archive", [("iwslt14.sh", "de-en.tgz"), ("wmt16.sh", "en-ro.txt.zip")])
 def test_truncated_archive(script, archive, pairs, tmp_path):
     path = tmp_path / "src" / archive
     if archive.endswith(".zip"):
@@ -442,9 +476,12 @@ def test_truncated_or_failed_download_leaves_no_file(tmp_path):
     lib = REPO / "data-prep" / "lib.sh"
 
     def download(url):
-        return subprocess.run(["bash", "-c", f'source "{lib}"; NAME=test; download "$1" "$2"',
-                               "-", url, str(tmp_path / "dl" / "x.tgz")],
-                              env=ENV, capture_output=True, text=True)
+        return subprocess.run(
+            ["bash", "-c", f'source "{lib}"; NAME=test; download "$1" "$2"', "-", url, str(tmp_path / "dl" / "x.tgz")],
+            env=ENV,
+            capture_output=True,
+            text=True,
+        )
 
     result = download(bad.as_uri())
     assert result.returncode != 0
@@ -456,22 +493,41 @@ def test_truncated_or_failed_download_leaves_no_file(tmp_path):
     assert (tmp_path / "dl" / "x.tgz").read_bytes() == good.read_bytes()
 
 
-@pytest.mark.parametrize("script, args, message", [
-    ("multi30k.sh", ["-s", "en", "-t", "xx"],
-     "unsupported language pair en-xx for multi30k: supported pairs are en-de, de-en, en-fr, fr-en, en-cs, cs-en"),
-    ("iwslt14.sh", ["-t", "fr"],
-     "unsupported language pair ?-fr for iwslt14: supported pairs are de-en, en-de, ro-en, en-ro"),
-    ("wmt18.sh", ["-s", "ro"], "unsupported language pair ro-? for wmt18: supported pairs are en-et, et-en"),
-    ("multi30k.sh", ["--frobnicate"],
-     "unknown option '--frobnicate' (see --help)\nusage: data-prep/multi30k.sh [-s L]"),
-    ("iwslt14.sh", ["--dest", "x"],
-     "unknown option '--dest': the output folder is --out DIR, in every data-prep script"),
-    ("multi30k.sh", ["--bpe", "wordpiece"], "unknown --bpe 'wordpiece': use subword_nmt or sentencepiece"),
-    ("multi30k.sh", ["--src-dir"], "option --src-dir needs a value"),
-    ("multi30k.sh", ["-t", "de", "-s"],
-     "multi30k.sh: error: option -s needs a value\nusage: data-prep/multi30k.sh [-s L]"),
-    ("multi30k.sh", ["--src-dir", "/nonexistent"], "--src-dir /nonexistent: no such folder"),
-])
+@pytest.mark.parametrize(
+    "script, args, message",
+    [
+        (
+            "multi30k.sh",
+            ["-s", "en", "-t", "xx"],
+            "unsupported language pair en-xx for multi30k: supported pairs are "
+            "en-de, de-en, en-fr, fr-en, en-cs, cs-en",
+        ),
+        (
+            "iwslt14.sh",
+            ["-t", "fr"],
+            "unsupported language pair ?-fr for iwslt14: supported pairs are de-en, en-de, ro-en, en-ro",
+        ),
+        ("wmt18.sh", ["-s", "ro"], "unsupported language pair ro-? for wmt18: supported pairs are en-et, et-en"),
+        (
+            "multi30k.sh",
+            ["--frobnicate"],
+            "unknown option '--frobnicate' (see --help)\nusage: data-prep/multi30k.sh [-s L]",
+        ),
+        (
+            "iwslt14.sh",
+            ["--dest", "x"],
+            "unknown option '--dest': the output folder is --out DIR, in every data-prep script",
+        ),
+        ("multi30k.sh", ["--bpe", "wordpiece"], "unknown --bpe 'wordpiece': use subword_nmt or sentencepiece"),
+        ("multi30k.sh", ["--src-dir"], "option --src-dir needs a value"),
+        (
+            "multi30k.sh",
+            ["-t", "de", "-s"],
+            "multi30k.sh: error: option -s needs a value\nusage: data-prep/multi30k.sh [-s L]",
+        ),
+        ("multi30k.sh", ["--src-dir", "/nonexistent"], "--src-dir /nonexistent: no such folder"),
+    ],
+)
 def test_bad_arguments(script, args, message, tmp_path):
     error = fails(script, *args, cwd=tmp_path)
     assert message in error and error.count("error:") == 1, error
@@ -503,6 +559,7 @@ def test_refuses_to_overwrite_a_folder_it_did_not_write(tmp_path):
 
 # --- hostile input: what a line is, empty files, bytes that are not UTF-8 ------------------------
 
+
 def multi30k_files(folder, train=1200, valid=60, test=50, edit=None):
     """A small Multi30k en-de folder in the official layout (gzipped). ``edit`` maps a file
     name (val.de.gz) to a function of its list of lines that returns the file's bytes."""
@@ -527,8 +584,11 @@ def without_final_newline(lines):
 def test_a_missing_final_newline_ends_a_line_like_any_other(tmp_path):
     """Issue 13.2: train files without their last "\n" merged the last training pair with the
     first valid one (exit 0, 1199 pairs); test files without it failed an internal check."""
-    edit = {f"{name}.{lang}.gz": without_final_newline
-            for name in ("train", "val", "test_2016_flickr") for lang in ("en", "de")}
+    edit = {
+        f"{name}.{lang}.gz": without_final_newline
+        for name in ("train", "val", "test_2016_flickr")
+        for lang in ("en", "de")
+    }
     src = multi30k_files(tmp_path / "src", edit=edit)
     out = tmp_path / "multi30k.en-de"
     run("multi30k.sh", "--src-dir", str(src), "--out", str(out), *FAST, cwd=tmp_path)
@@ -556,8 +616,12 @@ def test_line_separators_inside_a_line_and_crlf_files_keep_one_sentence_a_line(t
     def crlf(lines):
         return "".join(line + "\r\n" for line in lines).encode()
 
-    edit = {"test_2016_flickr.de.gz": with_separators, "test_2016_flickr.en.gz": with_separators,
-            "val.en.gz": crlf, "val.de.gz": crlf}
+    edit = {
+        "test_2016_flickr.de.gz": with_separators,
+        "test_2016_flickr.en.gz": with_separators,
+        "val.en.gz": crlf,
+        "val.de.gz": crlf,
+    }
     src = multi30k_files(tmp_path / "src", edit=edit)
     test_de = read_lines(MULTI30K / "test_2016_flickr.de.gz")[:50]
     for bpe in ("subword_nmt", "sentencepiece"):
@@ -572,6 +636,7 @@ def test_line_separators_inside_a_line_and_crlf_files_keep_one_sentence_a_line(t
 
 def test_bytes_that_are_not_utf8_are_named_with_file_and_line(tmp_path):
     """Issue 13.6: a Latin-1 byte in Multi30k gave a sacremoses traceback."""
+
     def latin1_at_801(lines):
         data = "".join(line + "\n" for line in lines).encode()
         lines = data.split(b"\n")
@@ -586,8 +651,9 @@ def test_bytes_that_are_not_utf8_are_named_with_file_and_line(tmp_path):
     assert not (tmp_path / "data-bin").exists() or not any((tmp_path / "data-bin").iterdir())
 
 
-@pytest.mark.parametrize("files", [["val.de.gz"], ["test_2016_flickr.en.gz", "test_2016_flickr.de.gz"]],
-                         ids=["one-side", "both-sides"])
+@pytest.mark.parametrize(
+    "files", [["val.de.gz"], ["test_2016_flickr.en.gz", "test_2016_flickr.de.gz"]], ids=["one-side", "both-sides"]
+)
 def test_an_empty_file_is_an_error_that_names_it(files, tmp_path):
     """Issue 13.3: an empty split passed data-prep and failed in fairseq later."""
     src = multi30k_files(tmp_path / "src", edit=dict.fromkeys(files, lambda lines: b""))

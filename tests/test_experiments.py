@@ -21,9 +21,16 @@ from phm_fairseq.experiments.logs import TrainingLog, read_records
 from phm_fairseq.experiments.results import SCHEMA_VERSION, Result, ResultError
 from phm_fairseq.experiments.runner import Runner, completed_updates, run_directory
 
-TINY = {"encoder-layers": 1, "decoder-layers": 1, "encoder-embed-dim": 32, "decoder-embed-dim": 32,
-        "encoder-ffn-embed-dim": 64, "decoder-ffn-embed-dim": 64, "encoder-attention-heads": 2,
-        "decoder-attention-heads": 2}
+TINY = {
+    "encoder-layers": 1,
+    "decoder-layers": 1,
+    "encoder-embed-dim": 32,
+    "decoder-embed-dim": 32,
+    "encoder-ffn-embed-dim": 64,
+    "decoder-ffn-embed-dim": 64,
+    "encoder-attention-heads": 2,
+    "decoder-attention-heads": 2,
+}
 
 
 @pytest.fixture(scope="module")
@@ -39,29 +46,65 @@ def kit(tmp_path_factory):
         lines = [" ".join(rng.choice("0123456789abcdef") for _ in range(rng.randint(3, 8))) for _ in range(size)]
         for lang in ("src", "tgt"):
             (raw / f"{split}.{lang}").write_text("\n".join(lines) + "\n")
-    run_command(console("fairseq-preprocess"), "--source-lang", "src", "--target-lang", "tgt",
-                "--trainpref", raw / "train", "--validpref", raw / "valid", "--testpref", raw / "test",
-                "--destdir", root / "bin", "--joined-dictionary", "--workers", "1")
+    run_command(
+        console("fairseq-preprocess"),
+        "--source-lang",
+        "src",
+        "--target-lang",
+        "tgt",
+        "--trainpref",
+        raw / "train",
+        "--validpref",
+        raw / "valid",
+        "--testpref",
+        raw / "test",
+        "--destdir",
+        root / "bin",
+        "--joined-dictionary",
+        "--workers",
+        "1",
+    )
     configs = root / "configs" / "kit"
     configs.mkdir(parents=True)
     base = {
-        "data": str(root / "bin"), "seed": 1,
-        "train": {"task": "translation", "share-all-embeddings": True, "optimizer": "adam", "lr": 0.005,
-                  "criterion": "label_smoothed_cross_entropy", "max-tokens": 512, "max-update": 20,
-                  "no-epoch-checkpoints": True, "log-interval": 5, **TINY},
-        "evaluate": {"kind": "bleu", "reference": str(raw / "test.tgt"),
-                     "generate": {"gen-subset": "test", "beam": 2, "required-batch-size-multiple": 1}},
+        "data": str(root / "bin"),
+        "seed": 1,
+        "train": {
+            "task": "translation",
+            "share-all-embeddings": True,
+            "optimizer": "adam",
+            "lr": 0.005,
+            "criterion": "label_smoothed_cross_entropy",
+            "max-tokens": 512,
+            "max-update": 20,
+            "no-epoch-checkpoints": True,
+            "log-interval": 5,
+            **TINY,
+        },
+        "evaluate": {
+            "kind": "bleu",
+            "reference": str(raw / "test.tgt"),
+            "generate": {"gen-subset": "test", "beam": 2, "required-batch-size-multiple": 1},
+        },
     }
     (configs / "_base.yaml").write_text(yaml.safe_dump(base, sort_keys=False))
     (configs / "teacher.yaml").write_text("extends: _base.yaml\ntrain: {arch: transformer_twin_demo}\n")
     (configs / "student.yaml").write_text(
         "extends: _base.yaml\nteacher: teacher.yaml\n"
         "init: {command: 'cp {teacher}/checkpoints/checkpoint_last.pt {run}/start.pt', checkpoint: '{run}/start.pt'}\n"
-        "train: {arch: transformer_twin_demo, max-update: 25}\n")
+        "train: {arch: transformer_twin_demo, max-update: 25}\n"
+    )
     runs = root / "runs"
     out = run_command(console("phm-run"), configs / "student.yaml", "--runs-dir", runs, timeout=900)
-    return {"root": root, "configs": configs, "runs": runs, "raw": raw, "data": root / "bin",
-            "teacher": runs / "kit" / "teacher" / "seed1", "stdout": out.stdout}
+    return {
+        "root": root,
+        "configs": configs,
+        "runs": runs,
+        "raw": raw,
+        "data": root / "bin",
+        "teacher": runs / "kit" / "teacher" / "seed1",
+        "stdout": out.stdout,
+    }
 
 
 def write_config(kit, name: str, text: str):
@@ -71,6 +114,7 @@ def write_config(kit, name: str, text: str):
 
 
 # --- fairseq's json log ------------------------------------------------------------------------
+
 
 def test_json_log_reader_reads_real_fairseq_train_output(kit):
     text = (kit["teacher"] / "train.log").read_text()
@@ -88,9 +132,11 @@ def test_json_log_reader_reads_real_fairseq_train_output(kit):
 
 
 def test_log_records_keep_a_json_record_whole_when_other_lines_follow_it():
-    text = ('2026-11-21 08:42:54 | INFO | train_inner | {"epoch": 1, "loss": "4.2", "num_updates": "5"}\n'
-            "/site-packages/torch/nn/functional.py:6802: UserWarning: a warning on stderr\n"
-            "2026-11-21 08:42:55 | INFO | fairseq_cli.train | done training in 1.3 seconds\n")
+    text = (
+        '2026-11-21 08:42:54 | INFO | train_inner | {"epoch": 1, "loss": "4.2", "num_updates": "5"}\n'
+        "/site-packages/torch/nn/functional.py:6802: UserWarning: a warning on stderr\n"
+        "2026-11-21 08:42:55 | INFO | fairseq_cli.train | done training in 1.3 seconds\n"
+    )
     records = read_records(text)
     assert [r.name for r in records] == ["train_inner", "fairseq_cli.train"]
     assert records[0].stats() == {"epoch": 1, "loss": 4.2, "num_updates": 5.0}
@@ -98,6 +144,7 @@ def test_log_records_keep_a_json_record_whole_when_other_lines_follow_it():
 
 
 # --- result.json ---------------------------------------------------------------------------------
+
 
 def test_result_schema_round_trip_and_versions(kit, tmp_path):
     path = kit["teacher"] / "result.json"
@@ -108,10 +155,25 @@ def test_result_schema_round_trip_and_versions(kit, tmp_path):
     assert Result.read(tmp_path / "again.json") == result
     assert json.loads((tmp_path / "again.json").read_text()) == stored  # writer and reader agree on every field
     # a result written before the schema had a version (phm-run before this change) is still read
-    legacy = {k: v for k, v in stored.items() if k not in (
-        "schema_version", "fingerprint", "config_values", "epoch_evaluations", "teacher", "distillation", "init")}
-    legacy["training"] = {k: v for k, v in stored["training"].items() if k not in (
-        "resumed_from_updates", "curve", "crashed_at_exit", "data")}
+    legacy = {
+        k: v
+        for k, v in stored.items()
+        if k
+        not in (
+            "schema_version",
+            "fingerprint",
+            "config_values",
+            "epoch_evaluations",
+            "teacher",
+            "distillation",
+            "init",
+        )
+    }
+    legacy["training"] = {
+        k: v
+        for k, v in stored["training"].items()
+        if k not in ("resumed_from_updates", "curve", "crashed_at_exit", "data")
+    }
     old = Result.from_dict(legacy)
     assert old.evaluation == result.evaluation and old.fingerprint is None and old.training.curve == {}
     (tmp_path / "newer.json").write_text(json.dumps({**stored, "schema_version": SCHEMA_VERSION + 1}))
@@ -123,6 +185,7 @@ def test_result_schema_round_trip_and_versions(kit, tmp_path):
 
 
 # --- complete checks before the first run ------------------------------------------------------
+
 
 def phm_run_fails(capsys, *args) -> str:
     with pytest.raises(SystemExit) as exit:
@@ -138,11 +201,15 @@ def test_every_config_is_checked_completely_before_the_first_run(kit, tmp_path, 
     (folder / "a_good.yaml").write_text(f"extends: {base}\ntrain: {{arch: transformer_twin_demo}}\n")
     (folder / "b_seed.yaml").write_text(f"extends: {base}\nsed: 7\ntrain: {{arch: transformer_twin_demo}}\n")
     (folder / "c_train.yaml").write_text(f"extends: {base}\ntrain: {{arch: phm_transformer_demo, phm_n: 4}}\n")
-    (folder / "d_eval.yaml").write_text(f"extends: {base}\ntrain: {{arch: transformer_twin_demo}}\n"
-                                        "evaluate: {refrence: x.txt, generate: {beam: '{dta}'}}\n")
+    (folder / "d_eval.yaml").write_text(
+        f"extends: {base}\ntrain: {{arch: transformer_twin_demo}}\n"
+        "evaluate: {refrence: x.txt, generate: {beam: '{dta}'}}\n"
+    )
     (folder / "e_arch.yaml").write_text(f"extends: {base}\ntrain: {{lr: 0.1, seed: 3}}\ndistill: true\n")
-    (folder / "f_epoch0.yaml").write_text(f"extends: {base}\ntrain: {{arch: transformer_twin_demo, "
-                                          "no-epoch-checkpoints: false}\nevaluate: {epochs: [0, 1]}\n")
+    (folder / "f_epoch0.yaml").write_text(
+        f"extends: {base}\ntrain: {{arch: transformer_twin_demo, "
+        "no-epoch-checkpoints: false}\nevaluate: {epochs: [0, 1]}\n"
+    )
     runs = tmp_path / "runs"
     err = phm_run_fails(capsys, folder, "--runs-dir", runs)
     assert not runs.exists()  # a_good.yaml did not start: every problem is found first
@@ -173,6 +240,7 @@ def test_a_folder_without_configs_is_an_error(tmp_path, capsys):
 
 
 # --- fingerprints and --force --------------------------------------------------------------------
+
 
 def test_checkpoints_of_another_config_are_refused_and_force_starts_clean(kit, tmp_path, capsys):
     # a copy of the finished teacher run and its configs, so that the other tests keep theirs
@@ -215,17 +283,36 @@ def test_a_run_finished_before_fingerprints_is_adopted_only_by_its_own_config(ki
     # what an earlier phm-run left: no fingerprint, a result without a schema version, a simple-format log
     (run_dir / "checkpoints" / "fingerprint.json").unlink()
     stored = json.loads((run_dir / "result.json").read_text())
-    legacy = {k: v for k, v in stored.items() if k not in (
-        "schema_version", "fingerprint", "config_values", "epoch_evaluations", "teacher", "distillation", "init")}
-    legacy["training"] = {k: v for k, v in stored["training"].items() if k not in (
-        "resumed_from_updates", "curve", "crashed_at_exit", "data")}
-    legacy["training"]["command"] = stored["training"]["command"].replace(
-        "--log-format json", "--log-format simple").replace("--user-dir ", "--user-dir /elsewhere")
+    legacy = {
+        k: v
+        for k, v in stored.items()
+        if k
+        not in (
+            "schema_version",
+            "fingerprint",
+            "config_values",
+            "epoch_evaluations",
+            "teacher",
+            "distillation",
+            "init",
+        )
+    }
+    legacy["training"] = {
+        k: v
+        for k, v in stored["training"].items()
+        if k not in ("resumed_from_updates", "curve", "crashed_at_exit", "data")
+    }
+    legacy["training"]["command"] = (
+        stored["training"]["command"]
+        .replace("--log-format json", "--log-format simple")
+        .replace("--user-dir ", "--user-dir /elsewhere")
+    )
     (run_dir / "result.json").write_text(json.dumps(legacy))
     config, runs = tmp_path / "configs" / "kit" / "teacher.yaml", tmp_path / "runs"
     config.write_text("extends: _base.yaml\ntrain: {arch: transformer_twin_demo, lr: 0.01}\n")
     assert "without a fingerprint: phm-run cannot tell which config trained them" in phm_run_fails(
-        capsys, config, "--runs-dir", runs)
+        capsys, config, "--runs-dir", runs
+    )
     config.write_text("extends: _base.yaml\ntrain: {arch: transformer_twin_demo}\nevaluate: {generate: {beam: 3}}\n")
     phm_run.main([str(config), "--runs-dir", str(runs)])
     out = capsys.readouterr().out
@@ -304,11 +391,15 @@ def test_completed_updates_needs_done_training_and_the_final_checkpoint(kit, tmp
 
 # --- hooks: teacher runs, distillation, init, evaluate.epochs ------------------------------------
 
+
 def test_distill_trains_on_the_teachers_translations(kit, tmp_path, monkeypatch):
     from fairseq.data import Dictionary, data_utils
 
-    config = write_config(kit, "distilled.yaml", "extends: _base.yaml\nteacher: teacher.yaml\ndistill: true\n"
-                                                 "train: {arch: phm_transformer_demo, phm-n: 2}\n")
+    config = write_config(
+        kit,
+        "distilled.yaml",
+        "extends: _base.yaml\nteacher: teacher.yaml\ndistill: true\ntrain: {arch: phm_transformer_demo, phm-n: 2}\n",
+    )
     result = Runner(kit["runs"]).run(load_config(config))
     distillation = result.distillation
     folder = kit["teacher"] / "distill" / distillation.data.rsplit("/", 1)[-1]
@@ -338,10 +429,15 @@ def test_distill_trains_on_the_teachers_translations(kit, tmp_path, monkeypatch)
 
 
 def test_init_and_evaluation_after_each_epoch(kit, tmp_path):
-    config = write_config(kit, "finetuned.yaml", (
-        "extends: _base.yaml\nteacher: teacher.yaml\n"
-        "init: {command: 'cp {teacher}/checkpoints/checkpoint_best.pt {run}/init.pt'}\n"
-        "train: {arch: transformer_twin_demo, no-epoch-checkpoints: false}\nevaluate: {epochs: [0, 1, 2]}\n"))
+    config = write_config(
+        kit,
+        "finetuned.yaml",
+        (
+            "extends: _base.yaml\nteacher: teacher.yaml\n"
+            "init: {command: 'cp {teacher}/checkpoints/checkpoint_best.pt {run}/init.pt'}\n"
+            "train: {arch: transformer_twin_demo, no-epoch-checkpoints: false}\nevaluate: {epochs: [0, 1, 2]}\n"
+        ),
+    )
     result = Runner(kit["runs"]).run(load_config(config))
     run_dir = run_directory(config, kit["runs"], 1)
     assert result.init.command == f"cp {kit['teacher']}/checkpoints/checkpoint_best.pt {run_dir}/init.pt"
@@ -383,6 +479,7 @@ def test_a_teacher_that_is_not_done_runs_first(kit):
 
 
 # --- phm-params on bad checkpoint paths --------------------------------------------------------
+
 
 def test_phm_params_names_a_missing_checkpoint_and_refuses_empty_ones(kit, tmp_path, capsys):
     folder = kit["teacher"] / "checkpoints"

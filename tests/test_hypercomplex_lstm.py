@@ -2,9 +2,9 @@
 
 import pytest
 import torch
+from test_phm_linear import hamilton_product_eq_2_2
 from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
-from test_phm_linear import hamilton_product_eq_2_2
 
 from phm_fairseq.modules import HypercomplexLSTM, LinearSpec, PHMLinear, max_mean_pool
 
@@ -21,8 +21,11 @@ def copy_from_nn_lstm(ours: HypercomplexLSTM, ref: nn.LSTM) -> None:
             if cell.gate_layout == "fused":
                 pairs = [(cell.input_map, w_ih), (cell.hidden_map, w_hh)]
             else:
-                pairs = [(m, w.chunk(4)[g]) for maps, w in ((cell.input_maps, w_ih), (cell.hidden_maps, w_hh))
-                         for g, m in enumerate(maps)]
+                pairs = [
+                    (m, w.chunk(4)[g])
+                    for maps, w in ((cell.input_maps, w_ih), (cell.hidden_maps, w_hh))
+                    for g, m in enumerate(maps)
+                ]
             for layer, weight in pairs:
                 layer.A.fill_(1.0)
                 layer.S.copy_(weight.unsqueeze(0))
@@ -89,7 +92,9 @@ def quaternion_lstm_per_step(lstm: HypercomplexLSTM, x):
     outputs = []
     for x_t in x:
         i, f, g, o = (
-            hamilton_product_eq_2_2(cell.input_maps[k].S, x_t) + hamilton_product_eq_2_2(cell.hidden_maps[k].S, h) + bias[k]
+            hamilton_product_eq_2_2(cell.input_maps[k].S, x_t)
+            + hamilton_product_eq_2_2(cell.hidden_maps[k].S, h)
+            + bias[k]
             for k in range(4)
         )
         c = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(g)
@@ -151,9 +156,13 @@ def test_table1_parameter_counts_of_the_layouts():
     counts = {}
     for layout in ("per-gate", "fused"):
         for spec in (LinearSpec(), LinearSpec("quaternion"), *(LinearSpec("phm", n=n) for n in (2, 5, 10))):
-            counts[layout, str(spec)] = sum(p.numel() for p in HypercomplexLSTM(300, 300, spec, gate_layout=layout).parameters())
-    assert [counts["per-gate", k] for k in ("dense", "quaternion (Hamilton)", "PHM n=2 (learned)", "PHM n=5 (learned)",
-                                            "PHM n=10 (learned)")] == [721_200, 181_200, 361_264, 146_200, 81_200]
+            counts[layout, str(spec)] = sum(
+                p.numel() for p in HypercomplexLSTM(300, 300, spec, gate_layout=layout).parameters()
+            )
+    assert [
+        counts["per-gate", k]
+        for k in ("dense", "quaternion (Hamilton)", "PHM n=2 (learned)", "PHM n=5 (learned)", "PHM n=10 (learned)")
+    ] == [721_200, 181_200, 361_264, 146_200, 81_200]
     assert counts["fused", "PHM n=10 (learned)"] == 2 * (300 * 1200 // 10 + 1000) + 1200 == 75_200
 
 

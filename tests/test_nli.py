@@ -46,8 +46,9 @@ def sick_data(shared_data, tmp_path_factory):
     """data-bin made by data-prep/sick.sh --trial-as-test from the real SICK files."""
     root = tmp_path_factory.mktemp("sick")
     src = sick_copy(shared_data, root / "src")
-    out = run(["bash", "data-prep/sick.sh", "--trial-as-test", "--src-dir", src, "--out", root / "data",
-               "--workers", "1"])
+    out = run(
+        ["bash", "data-prep/sick.sh", "--trial-as-test", "--src-dir", src, "--out", root / "data", "--workers", "1"]
+    )
     assert out.returncode == 0, out.stderr
     return root / "data", out.stderr
 
@@ -91,16 +92,24 @@ def test_data_prep_multinli_jsonl_with_matched_and_mismatched_tests(shared_data,
     src.mkdir()
     rows = snli_rows(shared_data, 260)
     for name, part in (("train", rows[:200]), ("dev_matched", rows[200:231]), ("dev_mismatched", rows[231:260])):
-        records = [{"gold_label": "-" if (name, i) == ("dev_mismatched", 0) else label,
-                    "sentence1_binary_parse": f"( ( {premise} ) )", "sentence2_binary_parse": f"( {hypothesis} )"}
-                   for i, (label, premise, hypothesis) in enumerate(part)]
+        records = [
+            {
+                "gold_label": "-" if (name, i) == ("dev_mismatched", 0) else label,
+                "sentence1_binary_parse": f"( ( {premise} ) )",
+                "sentence2_binary_parse": f"( {hypothesis} )",
+            }
+            for i, (label, premise, hypothesis) in enumerate(part)
+        ]
         (src / f"multinli_1.0_{name}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
-    out = run(["bash", "data-prep/mnli.sh", "--src-dir", src, "--out", tmp_path / "data", "--workers", "1",
-               "--keep-tmp"])
+    out = run(
+        ["bash", "data-prep/mnli.sh", "--src-dir", src, "--out", tmp_path / "data", "--workers", "1", "--keep-tmp"]
+    )
     assert out.returncode == 0, out.stderr
     data = tmp_path / "data"
-    counts = {split: len((data / f"{split}.label").read_text().splitlines())
-              for split in ("train", "valid", "test", "test_mismatched")}
+    counts = {
+        split: len((data / f"{split}.label").read_text().splitlines())
+        for split in ("train", "valid", "test", "test_mismatched")
+    }
     assert counts == {"train": 200, "valid": 31, "test": 31, "test_mismatched": 28}
     assert (data / "premise" / "test_mismatched.bin").is_file() and not (data / "premise" / "test1.bin").exists()
     assert (data / "tmp" / "train.premise").read_text().splitlines()[0] == rows[0][1]  # parse brackets gone
@@ -110,7 +119,8 @@ def test_data_prep_multinli_jsonl_with_matched_and_mismatched_tests(shared_data,
 def test_release_formats_and_their_labels(shared_data, tmp_path, fmt):
     rows = snli_rows(shared_data, 6)
     raw = {  # each corpus's own label names for entailment / neutral / contradiction
-        "scitail-tsv": ("entails", "neutral", None), "dnli-json": ("positive", "neutral", "negative"),
+        "scitail-tsv": ("entails", "neutral", None),
+        "dnli-json": ("positive", "neutral", "negative"),
         "quora-tsv": ("1", "0", None),
     }[fmt]
     rows = [(raw[("entailment", "neutral", "contradiction").index(label)] or raw[1], p, h) for label, p, h in rows]
@@ -126,9 +136,11 @@ def test_release_formats_and_their_labels(shared_data, tmp_path, fmt):
     labels = run([sys.executable, "data-prep/nli_to_tsv.py", "--labels", fmt]).stdout.split()
     written = [line.split("\t") for line in (tmp_path / "out.tsv").read_text().splitlines()]
     assert len(written) == 6 and all(label in labels for label, _, _ in written)
-    mapping = {"scitail-tsv": {"entails": "entailment", "neutral": "neutral"},
-               "dnli-json": {"positive": "entailment", "neutral": "neutral", "negative": "contradiction"},
-               "quora-tsv": {"1": "paraphrase", "0": "not_paraphrase"}}[fmt]
+    mapping = {
+        "scitail-tsv": {"entails": "entailment", "neutral": "neutral"},
+        "dnli-json": {"positive": "entailment", "neutral": "neutral", "negative": "contradiction"},
+        "quora-tsv": {"1": "paraphrase", "0": "not_paraphrase"},
+    }[fmt]
     assert [w[0] for w in written] == [mapping[r[0]] for r in rows]
 
 
@@ -151,13 +163,21 @@ def test_data_prep_rejects_bad_lines_with_their_number(shared_data, tmp_path, li
 
 def test_data_prep_without_network_says_how_to_work_offline(tmp_path):
     refused = "http://127.0.0.1:9"  # a proxy that refuses at once: no download is attempted for real
-    out = run(["bash", "data-prep/scitail.sh", "--out", tmp_path / "data", "--download-dir", tmp_path / "dl"],
-              http_proxy=refused, https_proxy=refused, HTTP_PROXY=refused, HTTPS_PROXY=refused)
+    out = run(
+        ["bash", "data-prep/scitail.sh", "--out", tmp_path / "data", "--download-dir", tmp_path / "dl"],
+        http_proxy=refused,
+        https_proxy=refused,
+        HTTP_PROXY=refused,
+        HTTPS_PROXY=refused,
+    )
     assert out.returncode != 0
-    assert "could not download" in out.stderr and "--src-dir DIR" in out.stderr and "scitail_1.0_train.tsv" in out.stderr
+    assert (
+        "could not download" in out.stderr and "--src-dir DIR" in out.stderr and "scitail_1.0_train.tsv" in out.stderr
+    )
 
 
 # --- data-prep under hostile input (issue 13): the output contract, lines, empty files, bytes ---
+
 
 def snli_folder(shared_data, folder, sizes=(("train", 300), ("dev", 40), ("test", 30)), edit=None):
     """snli_1.0_{train,dev,test}.tok.tsv from the real SNLI dev rows; ``edit`` maps a split name
@@ -168,8 +188,11 @@ def snli_folder(shared_data, folder, sizes=(("train", 300), ("dev", 40), ("test"
     for name, size in sizes:
         part = rows[start : start + size]
         start += size
-        data = (edit[name](header, part) if edit and name in edit
-                else "".join(line + "\n" for line in [header, *part]).encode())
+        data = (
+            edit[name](header, part)
+            if edit and name in edit
+            else "".join(line + "\n" for line in [header, *part]).encode()
+        )
         (folder / f"snli_1.0_{name}.tok.tsv").write_bytes(data)
     return folder
 
@@ -204,6 +227,7 @@ def test_data_prep_reads_lines_at_newlines_only_and_writes_prep_json(shared_data
     """A train file without its final newline, with "\\r\\n" endings, U+2028 and a lone "\\r"
     inside lines gives its 300 examples, one a line; prep.json says what was made from what; the
     same command again does nothing, --force prepares again."""
+
     def hostile(header, rows):
         rows = list(rows)
         rows[10] = rows[10].replace(" ", " \u2028", 1)
@@ -235,11 +259,18 @@ def test_data_prep_reads_lines_at_newlines_only_and_writes_prep_json(shared_data
     assert (data / "prep.json").stat().st_mtime_ns != stamp and not (data / "tmp").exists()
 
 
-@pytest.mark.parametrize("split,content,message", [
-    ("test", b"", "snli_1.0_test.tok.tsv: no examples: the file is empty"),
-    ("dev", b"gold_label\tsentence1\tsentence2\n",
-     "snli_1.0_dev.tok.tsv: no examples: the file has its header line only"),
-], ids=["empty", "header-only"])
+@pytest.mark.parametrize(
+    "split,content,message",
+    [
+        ("test", b"", "snli_1.0_test.tok.tsv: no examples: the file is empty"),
+        (
+            "dev",
+            b"gold_label\tsentence1\tsentence2\n",
+            "snli_1.0_dev.tok.tsv: no examples: the file has its header line only",
+        ),
+    ],
+    ids=["empty", "header-only"],
+)
 def test_data_prep_refuses_an_empty_split_naming_the_file(shared_data, tmp_path, split, content, message):
     """Issue 13.3: an empty SNLI test file gave "test: 0 examples" and exit 0; training failed later."""
     src = snli_folder(shared_data, tmp_path / "src", edit={split: lambda header, rows: content})
@@ -264,7 +295,9 @@ def test_data_prep_names_file_and_line_of_a_byte_that_is_not_utf8(shared_data, t
 def build(data, *arguments):
     from fairseq import options, tasks
 
-    args = options.parse_args_and_arch(options.get_training_parser(), input_args=[str(data), "--task", "nli", *arguments])
+    args = options.parse_args_and_arch(
+        options.get_training_parser(), input_args=[str(data), "--task", "nli", *arguments]
+    )
     task = tasks.setup_task(args)
     return task, task.build_model(args)
 
@@ -273,24 +306,38 @@ def test_every_example_is_batched_whatever_the_batch_size_multiple(sick_data):
     task, _ = build(sick_data[0], "--arch", "lstm_nli", *SMALL_MODEL)
     task.load_dataset("test")
     for batch_size in (64, 256):
-        batches = task.get_batch_iterator(dataset=task.dataset("test"), max_sentences=batch_size,
-                                          required_batch_size_multiple=8).next_epoch_itr(shuffle=False)
+        batches = task.get_batch_iterator(
+            dataset=task.dataset("test"), max_sentences=batch_size, required_batch_size_multiple=8
+        ).next_epoch_itr(shuffle=False)
         ids = torch.cat([b["id"] for b in batches])
         assert sorted(ids.tolist()) == list(range(TEST_PAIRS))
 
 
 def test_predictions_do_not_depend_on_padding_or_batch_company(sick_data):
     torch.manual_seed(0)
-    task, model = build(sick_data[0], "--arch", "phm_lstm_nli", "--phm-n", "4", "--encoder-bidirectional",
-                        "--encoder-layers", "2", *SMALL_MODEL)
+    task, model = build(
+        sick_data[0],
+        "--arch",
+        "phm_lstm_nli",
+        "--phm-n",
+        "4",
+        "--encoder-bidirectional",
+        "--encoder-layers",
+        "2",
+        *SMALL_MODEL,
+    )
     model.eval()
     task.load_dataset("valid")
-    batch = next(iter(task.get_batch_iterator(dataset=task.dataset("valid"), max_sentences=16).next_epoch_itr(shuffle=False)))
+    batch = next(
+        iter(task.get_batch_iterator(dataset=task.dataset("valid"), max_sentences=16).next_epoch_itr(shuffle=False))
+    )
     net_input = batch["net_input"]
     together = model(**net_input)
     pad = task.dictionary.pad()
-    extra = {k: torch.nn.functional.pad(v, (0, 5), value=pad) if k in ("premise", "hypothesis") else v
-             for k, v in net_input.items()}
+    extra = {
+        k: torch.nn.functional.pad(v, (0, 5), value=pad) if k in ("premise", "hypothesis") else v
+        for k, v in net_input.items()
+    }
     torch.testing.assert_close(model(**extra), together)
     for i in range(3):
         one = {
@@ -388,8 +435,12 @@ def test_data_prep_glove_keeps_each_name_and_follows_the_contract(shared_data, t
     assert glove("--name", "6B.100d", "--src-dir", tmp_path / "b").returncode == 0
     assert (out / "glove.6B.100d.txt").read_text() == doubled and (out / "glove.6B.50d.txt").stat().st_ino == first
     prep = json.loads((out / "prep.json").read_text())
-    assert prep["vectors"]["6B.50d"] == {"file": "glove.6B.50d.txt", "words": 300, "dim": 50,
-                                         "source": str(tmp_path / "a" / "glove.6B.50d.txt.gz")}
+    assert prep["vectors"]["6B.50d"] == {
+        "file": "glove.6B.50d.txt",
+        "words": 300,
+        "dim": 50,
+        "source": str(tmp_path / "a" / "glove.6B.50d.txt.gz"),
+    }
     assert prep["vectors"]["6B.100d"]["source"] == f"{tmp_path / 'b' / 'nested' / 'glove.6B.zip'}:glove.6B.100d.txt"
     assert sorted(prep["files"]) == ["glove.6B.100d.txt", "glove.6B.50d.txt", "prep.json"]
 
@@ -400,8 +451,9 @@ def test_data_prep_glove_keeps_each_name_and_follows_the_contract(shared_data, t
     assert sorted(p.name for p in out.iterdir()) == ["glove.6B.100d.txt", "glove.6B.50d.txt", "prep.json"]
     (tmp_path / "mine").mkdir()
     (tmp_path / "mine" / "vectors.txt").write_text("keep me")
-    result = run(["bash", "data-prep/glove.sh", "--out", tmp_path / "mine", "--name", "6B.50d",
-                  "--src-dir", tmp_path / "a"])
+    result = run(
+        ["bash", "data-prep/glove.sh", "--out", tmp_path / "mine", "--name", "6B.50d", "--src-dir", tmp_path / "a"]
+    )
     assert result.returncode != 0 and "was not made by a data-prep script" in result.stderr
     assert [p.name for p in (tmp_path / "mine").iterdir()] == ["vectors.txt"]
     for option in ("--dest", "--workers"):
@@ -415,11 +467,43 @@ def trained(sick_data, shared_data, tmp_path_factory):
     root = tmp_path_factory.mktemp("train")
     glove = root / "glove.txt.gz"
     shutil.copy(shared_data / "glove" / "glove.6B.50d.top20k.txt.gz", glove)
-    out = run(["fairseq-train", sick_data[0], "--user-dir", "phm_fairseq", "--task", "nli", "--arch", "phm_lstm_nli",
-               "--phm-n", "4", *SMALL_MODEL, "--glove", glove, "--criterion", "classification",
-               "--optimizer", "adam", "--lr", "0.003", "--batch-size", "32", "--max-epoch", "6", "--seed", "1",
-               "--save-dir", root / "checkpoints", "--best-checkpoint-metric", "accuracy",
-               "--maximize-best-checkpoint-metric", "--no-epoch-checkpoints", "--log-format", "simple"])
+    out = run(
+        [
+            "fairseq-train",
+            sick_data[0],
+            "--user-dir",
+            "phm_fairseq",
+            "--task",
+            "nli",
+            "--arch",
+            "phm_lstm_nli",
+            "--phm-n",
+            "4",
+            *SMALL_MODEL,
+            "--glove",
+            glove,
+            "--criterion",
+            "classification",
+            "--optimizer",
+            "adam",
+            "--lr",
+            "0.003",
+            "--batch-size",
+            "32",
+            "--max-epoch",
+            "6",
+            "--seed",
+            "1",
+            "--save-dir",
+            root / "checkpoints",
+            "--best-checkpoint-metric",
+            "accuracy",
+            "--maximize-best-checkpoint-metric",
+            "--no-epoch-checkpoints",
+            "--log-format",
+            "simple",
+        ]
+    )
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     glove.unlink()  # evaluation must not need the vectors file: the checkpoint holds them
     return root / "checkpoints" / "checkpoint_best.pt", out.stdout + out.stderr
@@ -466,7 +550,10 @@ def test_evaluate_refuses_what_it_cannot_score(sick_data, trained, tmp_path, cap
         ([str(data), "--path", str(tmp_path / "nothing.pt")], "no such checkpoint file"),
         ([str(data), "--path", str(tmp_path / "translation.pt")], "holds a model for task 'translation'"),
         ([str(data), "--path", str(tmp_path / "weights.pt")], "not a fairseq training checkpoint"),
-        ([str(reordered), "--path", str(checkpoint)], "trained with the labels ['entailment', 'neutral', 'contradiction']"),
+        (
+            [str(reordered), "--path", str(checkpoint)],
+            "trained with the labels ['entailment', 'neutral', 'contradiction']",
+        ),
         ([str(data), "--path", str(checkpoint), "--subset", "test2"], "no 'test2' split"),
     ]
     for argv, message in cases:

@@ -20,7 +20,8 @@ def test_old_checkpoint_loads_and_computes_the_same_outputs(name):
 
     data = CHECKPOINTS[name][0]
     models, cfg, _task = checkpoint_utils.load_model_ensemble_and_task(
-        [str(FIXTURES / "checkpoints" / f"{name}.pt")], arg_overrides={"data": str(DATA / data)})
+        [str(FIXTURES / "checkpoints" / f"{name}.pt")], arg_overrides={"data": str(DATA / data)}
+    )
     expected = torch.load(FIXTURES / "checkpoints" / f"{name}.output.pt", weights_only=True)
     model = models[0].eval()
     with torch.no_grad():
@@ -37,12 +38,27 @@ def test_a_seed_gives_the_same_initial_weights_as_before(name):
 
 
 ARCHITECTURES_ON_MAIN = {  # fairseq's ARCH_MODEL_REGISTRY on main (1686f26), the plugin's part
-    "dense_transformer", "lstm_nli", "phm_lstm_nli", "phm_transformer", "phm_transformer_base",
-    "phm_transformer_classifier", "phm_transformer_demo", "phm_transformer_iwslt", "quaternion_lstm_nli",
-    "quaternion_transformer", "quaternion_transformer_base", "quaternion_transformer_classifier",
-    "quaternion_transformer_demo", "quaternion_transformer_iwslt", "quaternion_transformer_partial_base",
-    "quaternion_transformer_partial_demo", "quaternion_transformer_partial_iwslt", "transformer_classifier",
-    "transformer_twin_base", "transformer_twin_demo", "transformer_twin_iwslt",
+    "dense_transformer",
+    "lstm_nli",
+    "phm_lstm_nli",
+    "phm_transformer",
+    "phm_transformer_base",
+    "phm_transformer_classifier",
+    "phm_transformer_demo",
+    "phm_transformer_iwslt",
+    "quaternion_lstm_nli",
+    "quaternion_transformer",
+    "quaternion_transformer_base",
+    "quaternion_transformer_classifier",
+    "quaternion_transformer_demo",
+    "quaternion_transformer_iwslt",
+    "quaternion_transformer_partial_base",
+    "quaternion_transformer_partial_demo",
+    "quaternion_transformer_partial_iwslt",
+    "transformer_classifier",
+    "transformer_twin_base",
+    "transformer_twin_demo",
+    "transformer_twin_iwslt",
 }
 
 

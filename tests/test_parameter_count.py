@@ -1,4 +1,3 @@
-import torch
 from torch import nn
 
 from phm_fairseq.modules import LinearSpec, count_parameters

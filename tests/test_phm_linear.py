@@ -66,10 +66,13 @@ def hamilton_product_eq_2_2(W, x):
     )
 
 
-@pytest.mark.parametrize("make", [
-    lambda: PHMLinear(16, 24, n=4, bias=False, rule="algebra-frozen"),
-    lambda: QuaternionLinear(16, 24, bias=False),
-])
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: PHMLinear(16, 24, n=4, bias=False, rule="algebra-frozen"),
+        lambda: QuaternionLinear(16, 24, bias=False),
+    ],
+)
 def test_frozen_hamilton_rule_is_the_hamilton_product(make):
     layer = make()
     x = torch.randn(5, 16)
@@ -126,9 +129,7 @@ def test_gradcheck_float64():
         layer = PHMLinear(8, 4, n=2, rule=rule).double()
         x = torch.randn(3, 8, dtype=torch.float64, requires_grad=True)
         inputs = (x, layer.A, layer.S, layer.bias)
-        assert torch.autograd.gradcheck(
-            lambda x, A, S, b: nn.functional.linear(x, kronecker_sum(A, S), b), inputs
-        )
+        assert torch.autograd.gradcheck(lambda x, A, S, b: nn.functional.linear(x, kronecker_sum(A, S), b), inputs)
         layer(x).sum().backward()
         assert layer.A.grad is not None and layer.S.grad is not None
 
@@ -139,14 +140,20 @@ def test_frozen_rule_gets_no_gradient_in_a():
     assert not layer.A.requires_grad and layer.S.grad is not None
 
 
-@pytest.mark.parametrize("kwargs,message", [
-    (dict(in_features=10, out_features=8, n=4), r"10->8: n=4 must divide both in_features=10 and out_features=8; n can be one of \[1, 2\]"),
-    (dict(in_features=8, out_features=6, n=4), r"n=4 must divide .* out_features=6"),
-    (dict(in_features=8, out_features=8, n=0), r"positive integer, got n=0"),
-    (dict(in_features=8, out_features=8, n=2.0), r"positive integer, got n=2.0"),
-    (dict(in_features=6, out_features=6, n=3, rule="algebra-init"), r"no Cayley-Dickson algebra of dimension n=3"),
-    (dict(in_features=8, out_features=8, n=4, rule="hamilton"), r"unknown PHM rule 'hamilton'"),
-])
+@pytest.mark.parametrize(
+    "kwargs,message",
+    [
+        (
+            dict(in_features=10, out_features=8, n=4),
+            r"10->8: n=4 must divide both in_features=10 and out_features=8; n can be one of \[1, 2\]",
+        ),
+        (dict(in_features=8, out_features=6, n=4), r"n=4 must divide .* out_features=6"),
+        (dict(in_features=8, out_features=8, n=0), r"positive integer, got n=0"),
+        (dict(in_features=8, out_features=8, n=2.0), r"positive integer, got n=2.0"),
+        (dict(in_features=6, out_features=6, n=3, rule="algebra-init"), r"no Cayley-Dickson algebra of dimension n=3"),
+        (dict(in_features=8, out_features=8, n=4, rule="hamilton"), r"unknown PHM rule 'hamilton'"),
+    ],
+)
 def test_clear_errors(kwargs, message):
     with pytest.raises(ValueError, match=message):
         PHMLinear(**kwargs)
@@ -179,6 +186,7 @@ def test_extra_repr():
 
 
 # --- the eval-mode cache ------------------------------------------------------------------
+
 
 def cached(layer):
     """H as eval-mode inference sees it."""
@@ -257,6 +265,7 @@ def test_cached_forward_equals_uncached():
 
 # --- initialisation -------------------------------------------------------------------------
 
+
 def xavier_variance(d, k, gain=1.0):
     return 2.0 * gain**2 / (d + k)
 
@@ -292,6 +301,7 @@ def test_init_is_seeded_from_torchs_rng():
 
 # --- autocast -------------------------------------------------------------------------------
 
+
 def test_bfloat16_autocast_runs_in_bfloat16_with_gradients():
     layer = PHMLinear(16, 32, n=4)
     x = torch.randn(4, 16)
@@ -303,6 +313,7 @@ def test_bfloat16_autocast_runs_in_bfloat16_with_gradients():
 
 
 # --- the factored product and the path choice -----------------------------------------------
+
 
 def quietly(make, *args, **kwargs):
     """A layer built without the warning that rank 2 saves no weights in these tiny layers."""
@@ -414,6 +425,7 @@ def test_the_measured_crossover_is_the_default_and_can_be_overridden():
 
 # --- the eval cache never serves a stale H, whatever wrote the parameters -----------------------
 
+
 def _fused_adam_step(layer):
     optimizer = torch.optim.Adam(layer.parameters(), lr=0.5, fused=True)
     layer(torch.randn(3, 8)).sum().backward()
@@ -448,8 +460,17 @@ def _step_through_a_layer_that_shares_the_rule(layer):
     _fused_adam_step(other)
 
 
-@pytest.mark.parametrize("write", [_fused_adam_step, _fairseq_adam_step, _assign_data, _edit_data_in_place,
-                                   _vector_to_parameters, _step_through_a_layer_that_shares_the_rule])
+@pytest.mark.parametrize(
+    "write",
+    [
+        _fused_adam_step,
+        _fairseq_adam_step,
+        _assign_data,
+        _edit_data_in_place,
+        _vector_to_parameters,
+        _step_through_a_layer_that_shares_the_rule,
+    ],
+)
 def test_cache_is_never_stale_whatever_writes_the_parameters(write):
     if write is _fairseq_adam_step:
         pytest.importorskip("fairseq")
@@ -511,9 +532,7 @@ def test_low_rank_gradcheck_float64():
     layer = PHMLinear(8, 4, n=2, rank=2).double()
     x = torch.randn(3, 8, dtype=torch.float64, requires_grad=True)
     inputs = (x, layer.A, layer.S_left, layer.S_right, layer.bias)
-    assert torch.autograd.gradcheck(
-        lambda x, A, L, R, b: nn.functional.linear(x, kronecker_sum(A, L @ R), b), inputs
-    )
+    assert torch.autograd.gradcheck(lambda x, A, L, R, b: nn.functional.linear(x, kronecker_sum(A, L @ R), b), inputs)
     layer(x).sum().backward()
     assert all(p.grad is not None and p.grad.abs().sum() > 0 for p in (layer.A, layer.S_left, layer.S_right))
 
@@ -544,9 +563,12 @@ def test_low_rank_to_dense_and_torchscript_are_equivalent():
 
 
 def test_a_rank_that_saves_nothing_is_warned_about():
-    with pytest.warns(UserWarning, match=r"PHM layer 128->128, n=4: rank 32 factors hold 8,192 weights, no fewer "
-                                         r"than the 4,096 of full-rank S_i \(blocks of 32x32\); "
-                                         r"ranks up to 15 save weights"):
+    with pytest.warns(
+        UserWarning,
+        match=r"PHM layer 128->128, n=4: rank 32 factors hold 8,192 weights, no fewer "
+        r"than the 4,096 of full-rank S_i \(blocks of 32x32\); "
+        r"ranks up to 15 save weights",
+    ):
         PHMLinear(128, 128, n=4, rank=32)  # the demo size's attention maps at rank 32: still allowed
     with pytest.warns(UserWarning, match=r"PHM layer 8->8, n=4: .* no rank saves weights in a layer this small"):
         PHMLinear(8, 8, n=4, rank=1)
@@ -557,16 +579,25 @@ def test_a_rank_that_saves_nothing_is_warned_about():
 
 # --- one LinearSpec: validation, and the rule shared by every layer ---------------------------------
 
-@pytest.mark.parametrize("kwargs,message", [
-    (dict(kind="phm", n=4, rank=0), r"PHM rank must be a positive integer \(or None for full-rank S_i\), got rank=0"),
-    (dict(kind="phm", n=4, rank=2.5), r"got rank=2.5"),
-    (dict(kind="phm", n=4, shared_rule="layer"), r"unknown shared_rule 'layer': choose one of model, side"),
-    (dict(kind="phm", n=4, rule="algebra-frozen", shared_rule="model"),
-     r"shared_rule='model' with rule='algebra-frozen': a frozen rule is a constant .* nothing to share"),
-    (dict(kind="quaternion", rank=4), r"rank=4: n, rule, rank and shared_rule are options of PHM layers"),
-    (dict(kind="dense", n=4, shared_rule="side"), r"n=4, shared_rule='side': .* not of dense layers"),
-    (dict(kind="phm", n=True), r"positive integer, got n=True"),
-])
+
+@pytest.mark.parametrize(
+    "kwargs,message",
+    [
+        (
+            dict(kind="phm", n=4, rank=0),
+            r"PHM rank must be a positive integer \(or None for full-rank S_i\), got rank=0",
+        ),
+        (dict(kind="phm", n=4, rank=2.5), r"got rank=2.5"),
+        (dict(kind="phm", n=4, shared_rule="layer"), r"unknown shared_rule 'layer': choose one of model, side"),
+        (
+            dict(kind="phm", n=4, rule="algebra-frozen", shared_rule="model"),
+            r"shared_rule='model' with rule='algebra-frozen': a frozen rule is a constant .* nothing to share",
+        ),
+        (dict(kind="quaternion", rank=4), r"rank=4: n, rule, rank and shared_rule are options of PHM layers"),
+        (dict(kind="dense", n=4, shared_rule="side"), r"n=4, shared_rule='side': .* not of dense layers"),
+        (dict(kind="phm", n=True), r"positive integer, got n=True"),
+    ],
+)
 def test_spec_refuses_what_it_cannot_build(kwargs, message):
     with pytest.raises(ValueError, match=message):
         LinearSpec(**kwargs)
@@ -575,15 +606,24 @@ def test_spec_refuses_what_it_cannot_build(kwargs, message):
 def test_spec_checks_sizes_by_the_names_the_user_gave():
     spec = LinearSpec("phm", n=3)
     spec.check_sizes({"--encoder-embed-dim": 96, "--encoder-ffn-embed-dim": 384}, n_as="--phm-n")
-    with pytest.raises(ValueError, match=r"^--phm-n 3 must divide every feature size of the model, but does not "
-                                         r"divide --encoder-embed-dim 100; with these sizes --phm-n can be one of "
-                                         r"\[1, 2, 4\]$"):
+    with pytest.raises(
+        ValueError,
+        match=r"^--phm-n 3 must divide every feature size of the model, but does not "
+        r"divide --encoder-embed-dim 100; with these sizes --phm-n can be one of "
+        r"\[1, 2, 4\]$",
+    ):
         spec.check_sizes({"--encoder-embed-dim": 100, "--encoder-ffn-embed-dim": 384}, n_as="--phm-n")
-    with pytest.raises(ValueError, match=r"^n=3 must divide every feature size of the model, but does not divide "
-                                         r"hidden 10; with these sizes n can be one of \[1, 2, 5, 10\]$"):
+    with pytest.raises(
+        ValueError,
+        match=r"^n=3 must divide every feature size of the model, but does not divide "
+        r"hidden 10; with these sizes n can be one of \[1, 2, 5, 10\]$",
+    ):
         spec.check_sizes({"hidden": 10})
-    with pytest.raises(ValueError, match=r"^quaternion \(Hamilton\) layers need feature sizes that are multiples "
-                                         r"of 4, not width 6$"):
+    with pytest.raises(
+        ValueError,
+        match=r"^quaternion \(Hamilton\) layers need feature sizes that are multiples "
+        r"of 4, not width 6$",
+    ):
         LinearSpec("quaternion").check_sizes({"width": 6})
 
 

@@ -10,9 +10,16 @@ from conftest import console, run_command
 from phm_fairseq.experiments.config import ConfigError, expand, load_config
 from phm_fairseq.experiments.logs import TrainingLog
 
-TINY = {"encoder-layers": 1, "decoder-layers": 1, "encoder-embed-dim": 32, "decoder-embed-dim": 32,
-        "encoder-ffn-embed-dim": 64, "decoder-ffn-embed-dim": 64, "encoder-attention-heads": 2,
-        "decoder-attention-heads": 2}
+TINY = {
+    "encoder-layers": 1,
+    "decoder-layers": 1,
+    "encoder-embed-dim": 32,
+    "decoder-embed-dim": 32,
+    "encoder-ffn-embed-dim": 64,
+    "decoder-ffn-embed-dim": 64,
+    "encoder-attention-heads": 2,
+    "decoder-attention-heads": 2,
+}
 
 
 @pytest.fixture(scope="module")
@@ -26,18 +33,32 @@ def grid(copy_task, tmp_path_factory):
     lines[0] = lines[0].replace(" ", "\u2028", 1)
     (root / "test.tgt").write_text("\n".join(lines), encoding="utf-8")
     base = {
-        "data": str(copy_task), "seed": 1,
-        "train": {"task": "translation", "share-all-embeddings": True, "optimizer": "adam", "lr": 0.005,
-                  "criterion": "label_smoothed_cross_entropy", "max-tokens": 2048, "max-update": 40,
-                  "no-epoch-checkpoints": True, "no-progress-bar": True, "log-interval": 10, **TINY},
-        "evaluate": {"kind": "bleu", "reference": str(root / "test.tgt"),
-                     "generate": {"gen-subset": "test", "beam": 5, "lenpen": 0.6,
-                                  "required-batch-size-multiple": 1}},
+        "data": str(copy_task),
+        "seed": 1,
+        "train": {
+            "task": "translation",
+            "share-all-embeddings": True,
+            "optimizer": "adam",
+            "lr": 0.005,
+            "criterion": "label_smoothed_cross_entropy",
+            "max-tokens": 2048,
+            "max-update": 40,
+            "no-epoch-checkpoints": True,
+            "no-progress-bar": True,
+            "log-interval": 10,
+            **TINY,
+        },
+        "evaluate": {
+            "kind": "bleu",
+            "reference": str(root / "test.tgt"),
+            "generate": {"gen-subset": "test", "beam": 5, "lenpen": 0.6, "required-batch-size-multiple": 1},
+        },
     }
     (configs / "_base.yaml").write_text(yaml.safe_dump(base))
     (configs / "transformer.yaml").write_text("extends: _base.yaml\ntrain: {arch: transformer_twin_demo}\n")
     (configs / "phm_n2.yaml").write_text(
-        "extends: _base.yaml\npaper: {bleu: 99.9}\ntrain: {arch: phm_transformer_demo, phm-n: 2}\n")
+        "extends: _base.yaml\npaper: {bleu: 99.9}\ntrain: {arch: phm_transformer_demo, phm-n: 2}\n"
+    )
     runs = root / "runs"
     first = run_command(console("phm-run"), configs, "--runs-dir", runs, "--seeds", "1", "2", timeout=900)
     return root, configs, runs, first.stdout
@@ -47,7 +68,8 @@ def test_every_config_and_seed_runs_once_and_then_is_skipped(grid):
     root, configs, runs, log = grid
     results = sorted(runs.rglob("result.json"))
     assert [str(p.relative_to(runs)) for p in results] == [
-        f"tiny/{name}/seed{seed}/result.json" for name in ("phm_n2", "transformer") for seed in (1, 2)]
+        f"tiny/{name}/seed{seed}/result.json" for name in ("phm_n2", "transformer") for seed in (1, 2)
+    ]
     result = json.loads(results[0].read_text())
     assert result["seed"] == 1 and result["arch"] == "phm_transformer_demo"
     assert result["evaluation"]["metric"] == "bleu" and result["evaluation"]["examples"] == 64
@@ -84,15 +106,63 @@ def test_collect_makes_the_papers_table_from_the_runs(grid, tmp_path):
     assert (tmp_path / "report.png").stat().st_size > 0 and (tmp_path / "report.curves.png").stat().st_size > 0
 
 
+def fairseq_record(time: str, tag: str, epoch: int, **stats) -> str:
+    """A line of fairseq-train's --log-format json output: its stats are strings, prefixed by the tag."""
+    values = {"epoch": epoch, **{f"{tag}_{key}": str(value) for key, value in stats.items()}}
+    return f"2026-11-21 {time} | INFO | {tag} | {json.dumps(values)}"
+
+
 def test_training_speed_of_a_resumed_run_counts_only_its_own_updates():
     # fairseq-train's own records (--log-format json), from a run resumed at the end of epoch 3
-    log = """\
-2026-11-21 08:40:44 | INFO | fairseq.trainer | Loaded checkpoint ck/checkpoint_last.pt (epoch 3 @ 303 updates)
-2026-11-21 08:42:54 | INFO | train | {"epoch": 4, "train_loss": "7.795", "train_wps": "1952.6", "train_ups": "0.79", "train_wpb": "2481.8", "train_bsz": "182.1", "train_num_updates": "404", "train_lr": "0.0014072", "train_gnorm": "0.733", "train_train_wall": "125", "train_wall": "131"}
-2026-11-21 08:43:02 | INFO | valid | {"epoch": 4, "valid_loss": "7.5", "valid_num_updates": "404"}
-2026-11-21 08:44:50 | INFO | train | {"epoch": 5, "train_loss": "7.401", "train_wps": "2170.4", "train_ups": "0.87", "train_wpb": "2481.8", "train_bsz": "182.1", "train_num_updates": "505", "train_lr": "0.00125863", "train_gnorm": "0.753", "train_train_wall": "111", "train_wall": "246"}
-2026-11-21 08:44:51 | INFO | train | {"epoch": 6, "train_loss": "0.9", "train_wps": "9791.5", "train_ups": "41.33", "train_wpb": "234.6", "train_bsz": "31.8", "train_num_updates": "527", "train_lr": "0.001", "train_gnorm": "4.923", "train_train_wall": "0", "train_wall": "247"}
-"""
+    train = dict(wpb=2481.8, bsz=182.1, lr=0.001)
+    log = (
+        "\n".join(
+            [
+                "2026-11-21 08:40:44 | INFO | fairseq.trainer | "
+                "Loaded checkpoint ck/checkpoint_last.pt (epoch 3 @ 303 updates)",
+                fairseq_record(
+                    "08:42:54",
+                    "train",
+                    4,
+                    loss=7.795,
+                    wps=1952.6,
+                    ups=0.79,
+                    num_updates=404,
+                    train_wall=125,
+                    wall=131,
+                    **train,
+                ),
+                fairseq_record("08:43:02", "valid", 4, loss=7.5, num_updates=404),
+                fairseq_record(
+                    "08:44:50",
+                    "train",
+                    5,
+                    loss=7.401,
+                    wps=2170.4,
+                    ups=0.87,
+                    num_updates=505,
+                    train_wall=111,
+                    wall=246,
+                    **train,
+                ),
+                fairseq_record(
+                    "08:44:51",
+                    "train",
+                    6,
+                    loss=0.9,
+                    wps=9791.5,
+                    ups=41.33,
+                    wpb=234.6,
+                    bsz=31.8,
+                    num_updates=527,
+                    lr=0.001,
+                    train_wall=0,
+                    wall=247,
+                ),
+            ]
+        )
+        + "\n"
+    )
     speed = TrainingLog.parse(log).speed()
     seconds = 125 + 111 + 22 / 41.33  # whole seconds where they are precise, updates / ups where not
     assert speed["train_seconds"] == pytest.approx(seconds, abs=0.01)
@@ -115,8 +185,12 @@ def test_config_errors_are_clear(tmp_path):
 
 def test_extends_overrides_key_by_key_and_null_removes(tmp_path):
     (tmp_path / "_base.yaml").write_text(
-        "data: d\ntrain: {arch: a, lr: 1, dropout: 0.3}\nevaluate: {kind: bleu, reference: r, generate: {beam: 5, tokenizer: moses}}\n")
-    (tmp_path / "x.yaml").write_text("extends: _base.yaml\ntrain: {lr: 2, dropout: null}\nevaluate: {generate: {tokenizer: null}}\n")
+        "data: d\ntrain: {arch: a, lr: 1, dropout: 0.3}\n"
+        "evaluate: {kind: bleu, reference: r, generate: {beam: 5, tokenizer: moses}}\n"
+    )
+    (tmp_path / "x.yaml").write_text(
+        "extends: _base.yaml\ntrain: {lr: 2, dropout: null}\nevaluate: {generate: {tokenizer: null}}\n"
+    )
     config = load_config(tmp_path / "x.yaml")
     assert config.train == {"arch": "a", "lr": 2}
     assert config.values["evaluate"] == {"kind": "bleu", "reference": "r", "generate": {"beam": 5}}

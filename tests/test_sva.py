@@ -20,11 +20,17 @@ from phm_fairseq.experiments.config import load_config
 REPO = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent  # fairseq-train, phm-evaluate of this environment
 SAMPLE_SPLIT = ["--proportions", "70,10"]  # 1,000 rows: 700 / 100 / 200
-LINZEN_HEADER = ("sentence orig_sentence pos_sentence subj verb subj_pos has_rel has_nsubj verb_pos subj_index "
-                 "verb_index n_intervening last_intervening n_diff_intervening distance max_depth all_nouns "
-                 "nouns_up_to_verb").split()
+LINZEN_HEADER = (
+    "sentence orig_sentence pos_sentence subj verb subj_pos has_rel has_nsubj verb_pos subj_index "
+    "verb_index n_intervening last_intervening n_diff_intervening distance max_depth all_nouns "
+    "nouns_up_to_verb"
+).split()
 TABLE5_ENCODER_LAYERS = {  # parameters of encoder.layers; the formula is in the README
-    "transformer": 396_544, "quaternion": 101_632, "phm_n2": 200_000, "phm_n4": 102_144, "phm_n8": 56_576,
+    "transformer": 396_544,
+    "quaternion": 101_632,
+    "phm_n2": 200_000,
+    "phm_n4": 102_144,
+    "phm_n8": 56_576,
 }
 
 
@@ -35,8 +41,9 @@ def run(cmd, **env):
 
 def prepare(dest: Path, *options, keep_tmp=True):
     """data-prep/sva.sh into ``dest``, keeping its intermediate files (dest/tmp/splits/)."""
-    return run(["bash", "data-prep/sva.sh", "--out", dest, *(["--keep-tmp"] if keep_tmp else []), "--workers", "1",
-                *options])
+    return run(
+        ["bash", "data-prep/sva.sh", "--out", dest, *(["--keep-tmp"] if keep_tmp else []), "--workers", "1", *options]
+    )
 
 
 def sample_rows(shared_data):
@@ -94,9 +101,14 @@ def test_data_prep_reads_linzen_et_als_layout(shared_data, sva_data, tmp_path):
     for i, (sentence, subj_idx, verb_idx, verb_pos, verb, _) in enumerate(rows):
         intervening, differing = i % 3, (i % 3 if i % 2 else 0)
         fields = dict.fromkeys(LINZEN_HEADER, "x") | {
-            "sentence": sentence, "orig_sentence": sentence, "verb": verb, "verb_pos": verb_pos,
-            "subj_index": str(int(subj_idx) + 1), "verb_index": str(int(verb_idx) + 1),
-            "n_intervening": str(intervening), "n_diff_intervening": str(differing),
+            "sentence": sentence,
+            "orig_sentence": sentence,
+            "verb": verb,
+            "verb_pos": verb_pos,
+            "subj_index": str(int(subj_idx) + 1),
+            "verb_index": str(int(verb_idx) + 1),
+            "n_intervening": str(intervening),
+            "n_diff_intervening": str(differing),
         }
         lines.append("\t".join(fields[name] for name in LINZEN_HEADER))
     src = tmp_path / "release"
@@ -115,12 +127,16 @@ def test_data_prep_reads_linzen_et_als_layout(shared_data, sva_data, tmp_path):
     assert f"{len(test) - len(kept)} test rows with an intervening noun of the subject's number" in out.stderr
 
 
-@pytest.mark.parametrize("line,edit,message", [
-    (23, lambda f: f[:3] + ["VBD"] + f[4:], "line 23: verb_pos 'VBD' is neither VBZ (singular) nor VBP (plural)"),
-    (41, lambda f: f[:5], "line 41: expected 6 tab-separated fields, found 5"),
-    (502, lambda f: f[:2] + [str(int(f[2]) - 1)] + f[3:], "line 502: verb_idx"),
-    (7, lambda f: f[:2] + ["three"] + f[3:], "line 7: verb_idx 'three' is not a word position"),
-], ids=["unknown-verb-pos", "malformed", "index-not-at-the-verb", "index-not-a-number"])
+@pytest.mark.parametrize(
+    "line,edit,message",
+    [
+        (23, lambda f: f[:3] + ["VBD"] + f[4:], "line 23: verb_pos 'VBD' is neither VBZ (singular) nor VBP (plural)"),
+        (41, lambda f: f[:5], "line 41: expected 6 tab-separated fields, found 5"),
+        (502, lambda f: f[:2] + [str(int(f[2]) - 1)] + f[3:], "line 502: verb_idx"),
+        (7, lambda f: f[:2] + ["three"] + f[3:], "line 7: verb_idx 'three' is not a word position"),
+    ],
+    ids=["unknown-verb-pos", "malformed", "index-not-at-the-verb", "index-not-a-number"],
+)
 def test_data_prep_rejects_bad_lines_with_their_number(shared_data, tmp_path, line, edit, message):
     lines = (shared_data / "sva" / "wiki-dev.txt").read_text(encoding="utf-8").split("\n")
     lines[line - 1] = "\t".join(edit(lines[line - 1].split("\t")))
@@ -136,14 +152,22 @@ def test_data_prep_says_what_is_missing(tmp_path):
     assert out.returncode != 0 and "--input" in out.stderr and "no such file" in out.stderr
     (tmp_path / "empty").mkdir()
     out = prepare(tmp_path / "data", "--src-dir", tmp_path / "empty")
-    assert out.returncode != 0 and "holds neither agr_50_mostcommon_10K.tsv.gz nor agr_50_mostcommon_10K.tsv" in out.stderr
+    assert (
+        out.returncode != 0 and "holds neither agr_50_mostcommon_10K.tsv.gz nor agr_50_mostcommon_10K.tsv" in out.stderr
+    )
     refused = "http://127.0.0.1:9"  # a proxy that refuses at once: no download is attempted for real
-    out = run(["bash", "data-prep/sva.sh", "--out", tmp_path / "data", "--download-dir", tmp_path / "dl"],
-              http_proxy=refused, https_proxy=refused, HTTP_PROXY=refused, HTTPS_PROXY=refused)
+    out = run(
+        ["bash", "data-prep/sva.sh", "--out", tmp_path / "data", "--download-dir", tmp_path / "dl"],
+        http_proxy=refused,
+        https_proxy=refused,
+        HTTP_PROXY=refused,
+        HTTPS_PROXY=refused,
+    )
     assert out.returncode != 0 and "could not download" in out.stderr and "--src-dir DIR" in out.stderr
 
 
 # --- data-prep under hostile input (issue 13): true line numbers, quotes, newlines, empty files ---
+
 
 def sample_lines(shared_data):
     """The sample's physical lines (header first), without their "\n"."""
@@ -175,8 +199,14 @@ def test_data_prep_reads_quotes_as_text_and_counts_lines_truly(shared_data, tmp_
     assert out.returncode == 0, out.stderr
     for split, rows in documented_split(expected).items():
         assert written_examples(tmp_path / "data", split) == [example(row) for row in rows], split
-    assert sum(prefix.startswith('" ') for split in ("train", "valid", "test")
-               for prefix, _ in written_examples(tmp_path / "data", split)) == 2
+    assert (
+        sum(
+            prefix.startswith('" ')
+            for split in ("train", "valid", "test")
+            for prefix, _ in written_examples(tmp_path / "data", split)
+        )
+        == 2
+    )
 
     fields = lines[599].split("\t")
     lines[599] = "\t".join(fields[:3] + ["VBD"] + fields[4:])
@@ -205,14 +235,24 @@ def test_data_prep_reads_a_file_without_final_newline_or_with_crlf_like_the_samp
     assert out.returncode == 0, out.stderr
     for split in ("train", "valid", "test"):
         assert written_examples(tmp_path / "data", split) == written_examples(sva_data[0], split)
-    assert json.loads((tmp_path / "data" / "prep.json").read_text())["splits"] == {"train": 700, "valid": 100,
-                                                                                  "test": 200}
+    assert json.loads((tmp_path / "data" / "prep.json").read_text())["splits"] == {
+        "train": 700,
+        "valid": 100,
+        "test": 200,
+    }
 
 
-@pytest.mark.parametrize("content,message", [
-    ("", "empty.txt: the file is empty"),
-    ("sentence\tsubj_idx\tverb_idx\tverb_pos\tverb\tinflected_verb\n", "empty.txt: the file has its header line only"),
-], ids=["empty", "header-only"])
+@pytest.mark.parametrize(
+    "content,message",
+    [
+        ("", "empty.txt: the file is empty"),
+        (
+            "sentence\tsubj_idx\tverb_idx\tverb_pos\tverb\tinflected_verb\n",
+            "empty.txt: the file has its header line only",
+        ),
+    ],
+    ids=["empty", "header-only"],
+)
 def test_data_prep_refuses_an_input_without_rows(tmp_path, content, message):
     (tmp_path / "empty.txt").write_text(content)
     out = prepare(tmp_path / "data", "--input", tmp_path / "empty.txt", keep_tmp=False)
@@ -221,6 +261,7 @@ def test_data_prep_refuses_an_input_without_rows(tmp_path, content, message):
 
 
 # --- the models ---------------------------------------------------------------------------------
+
 
 def model_flags(train: dict) -> list:
     keys = ("arch", "phm-n", "phm-rule", "qkv-projection", "dense-ffn", "quaternion-attention")
@@ -234,8 +275,9 @@ def model_flags(train: dict) -> list:
 
 
 def parameters(capsys, data, *flags, module="encoder.layers"):
-    phm_params.main(["--json", *(["--module", module] if module else []), str(data),
-                     "--task", "sentence_classification", *flags])
+    phm_params.main(
+        ["--json", *(["--module", module] if module else []), str(data), "--task", "sentence_classification", *flags]
+    )
     return json.loads(capsys.readouterr().out.strip().splitlines()[-1])
 
 
@@ -256,8 +298,9 @@ def test_whole_classifier_adds_embeddings_and_a_dense_output_layer(sva_data, cap
     counts = parameters(capsys, data, "--arch", "phm_transformer_classifier", "--phm-n", "4", module=None)
     assert counts["without_embeddings"] == TABLE5_ENCODER_LAYERS["phm_n4"] + 128 * 2 + 2
     assert counts["embeddings"] == vocabulary * 128  # sinusoidal positions: no parameters
-    separate = parameters(capsys, data, "--arch", "phm_transformer_classifier", "--phm-n", "8",
-                          "--qkv-projection", "separate")
+    separate = parameters(
+        capsys, data, "--arch", "phm_transformer_classifier", "--phm-n", "8", "--qkv-projection", "separate"
+    )
     assert separate["total"] == 58_624  # three PHM maps for Q, K, V: two more A's a layer
 
 
@@ -265,23 +308,30 @@ def test_wrong_phm_n_names_the_encoder_flags(sva_data, capsys):
     with pytest.raises(SystemExit):
         parameters(capsys, sva_data[0], "--arch", "phm_transformer_classifier", "--phm-n", "3")
     err = capsys.readouterr().err
-    assert ("--phm-n 3 must divide every feature size of the model, but does not divide --encoder-embed-dim 128, "
-            "--encoder-ffn-embed-dim 512;") in err
+    assert (
+        "--phm-n 3 must divide every feature size of the model, but does not divide --encoder-embed-dim 128, "
+        "--encoder-ffn-embed-dim 512;"
+    ) in err
     assert "decoder" not in err and "[1, 2, 4, 8, 16, 32, 64, 128]" in err
 
 
-@pytest.mark.parametrize("arch", ["transformer_classifier", "phm_transformer_classifier",
-                                  "quaternion_transformer_classifier"])
+@pytest.mark.parametrize(
+    "arch", ["transformer_classifier", "phm_transformer_classifier", "quaternion_transformer_classifier"]
+)
 def test_predictions_do_not_depend_on_padding_or_batch_company(sva_data, arch):
     from fairseq import options, tasks
 
-    args = options.parse_args_and_arch(options.get_training_parser(), input_args=[
-        str(sva_data[0]), "--task", "sentence_classification", "--arch", arch])
+    args = options.parse_args_and_arch(
+        options.get_training_parser(),
+        input_args=[str(sva_data[0]), "--task", "sentence_classification", "--arch", arch],
+    )
     task = tasks.setup_task(args)
     torch.manual_seed(0)
     model = task.build_model(args).eval()
     task.load_dataset("valid")
-    batch = next(iter(task.get_batch_iterator(dataset=task.dataset("valid"), max_sentences=16).next_epoch_itr(shuffle=False)))
+    batch = next(
+        iter(task.get_batch_iterator(dataset=task.dataset("valid"), max_sentences=16).next_epoch_itr(shuffle=False))
+    )
     tokens, lengths = batch["net_input"]["src_tokens"], batch["net_input"]["src_lengths"]
     together = model(tokens, lengths)
     assert together.shape == (len(tokens), 2)
@@ -294,13 +344,27 @@ def test_predictions_do_not_depend_on_padding_or_batch_company(sva_data, arch):
 
 # --- training and scoring -------------------------------------------------------------------------
 
+
 @pytest.fixture(scope="module")
 def trained(sva_data, tmp_path_factory):
     """PHM-Transformer n=4 trained by fairseq-train on the sample, with configs/small/sva's options."""
     config = load_config(REPO / "configs" / "small" / "sva" / "phm_n4.yaml")
     save_dir = tmp_path_factory.mktemp("checkpoints")
-    out = run(["fairseq-train", sva_data[0], "--user-dir", "phm_fairseq", "--save-dir", save_dir,
-               "--seed", config.seed, "--log-format", "simple", *options(config.train)])
+    out = run(
+        [
+            "fairseq-train",
+            sva_data[0],
+            "--user-dir",
+            "phm_fairseq",
+            "--save-dir",
+            save_dir,
+            "--seed",
+            config.seed,
+            "--log-format",
+            "simple",
+            *options(config.train),
+        ]
+    )
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     return save_dir / "checkpoint_best.pt", out.stdout + out.stderr
 

@@ -14,25 +14,83 @@ import phm_fairseq
 from phm_fairseq.models.export import densify
 
 PLUGIN = str(phm_fairseq.__path__[0])
-TINY = ["--encoder-layers", "1", "--decoder-layers", "1", "--encoder-embed-dim", "32", "--decoder-embed-dim", "32",
-        "--encoder-ffn-embed-dim", "64", "--decoder-ffn-embed-dim", "64",
-        "--encoder-attention-heads", "2", "--decoder-attention-heads", "2"]
-TRAINING = ["--user-dir", PLUGIN, "--optimizer", "adam", "--lr", "0.005", "--lr-scheduler", "inverse_sqrt",
-            "--warmup-updates", "50", "--criterion", "label_smoothed_cross_entropy", "--label-smoothing", "0.1",
-            "--max-tokens", "2048", "--share-all-embeddings", "--dropout", "0.0", "--no-progress-bar",
-            "--log-format", "simple", "--log-interval", "20", "--seed", "1", "--no-epoch-checkpoints"]
+TINY = [
+    "--encoder-layers",
+    "1",
+    "--decoder-layers",
+    "1",
+    "--encoder-embed-dim",
+    "32",
+    "--decoder-embed-dim",
+    "32",
+    "--encoder-ffn-embed-dim",
+    "64",
+    "--decoder-ffn-embed-dim",
+    "64",
+    "--encoder-attention-heads",
+    "2",
+    "--decoder-attention-heads",
+    "2",
+]
+TRAINING = [
+    "--user-dir",
+    PLUGIN,
+    "--optimizer",
+    "adam",
+    "--lr",
+    "0.005",
+    "--lr-scheduler",
+    "inverse_sqrt",
+    "--warmup-updates",
+    "50",
+    "--criterion",
+    "label_smoothed_cross_entropy",
+    "--label-smoothing",
+    "0.1",
+    "--max-tokens",
+    "2048",
+    "--share-all-embeddings",
+    "--dropout",
+    "0.0",
+    "--no-progress-bar",
+    "--log-format",
+    "simple",
+    "--log-interval",
+    "20",
+    "--seed",
+    "1",
+    "--no-epoch-checkpoints",
+]
 ARCHS = {
     "phm-n4-fused": ["--arch", "phm_transformer_demo", "--phm-n", "4"],
-    "phm-n2-algebra-separate": ["--arch", "phm_transformer_demo", "--phm-n", "2", "--phm-rule", "algebra-init",
-                                "--qkv-projection", "separate"],
+    "phm-n2-algebra-separate": [
+        "--arch",
+        "phm_transformer_demo",
+        "--phm-n",
+        "2",
+        "--phm-rule",
+        "algebra-init",
+        "--qkv-projection",
+        "separate",
+    ],
     # four softmaxes over Hamilton-product logits learn to copy more slowly: 600 updates
     "quaternion-attention": ["--arch", "quaternion_transformer_demo", "--quaternion-attention", "--max-update", "600"],
     "quaternion-partial": ["--arch", "quaternion_transformer_partial_demo"],
     "dense-twin": ["--arch", "transformer_twin_demo"],
     # Compacter's options: one A for the whole model, rank-4 S_i (no fewer weights than full S_i in
     # the 32->32 maps at n=4: a warning says so); it learns to copy more slowly: 600 updates
-    "phm-shared-rule-rank4": ["--arch", "phm_transformer_demo", "--phm-n", "4", "--phm-shared-rule", "model",
-                              "--phm-rank", "4", "--max-update", "600"],
+    "phm-shared-rule-rank4": [
+        "--arch",
+        "phm_transformer_demo",
+        "--phm-n",
+        "4",
+        "--phm-shared-rule",
+        "model",
+        "--phm-rank",
+        "4",
+        "--max-update",
+        "600",
+    ],
 }
 
 
@@ -51,8 +109,15 @@ def hypotheses(log: str) -> dict:
 @pytest.fixture(scope="module", params=list(ARCHS))
 def trained(request, copy_task, tmp_path_factory):
     save_dir = tmp_path_factory.mktemp(request.param)
-    result = train(copy_task, save_dir, "--max-update", "300", *ARCHS[request.param],
-                   "--tensorboard-logdir", save_dir / "tensorboard")
+    result = train(
+        copy_task,
+        save_dir,
+        "--max-update",
+        "300",
+        *ARCHS[request.param],
+        "--tensorboard-logdir",
+        save_dir / "tensorboard",
+    )
     return request.param, save_dir / "checkpoint_best.pt", result.stdout + result.stderr
 
 
@@ -60,9 +125,24 @@ def test_copy_task_loss_falls_and_beam_search_copies(trained, copy_task):
     name, checkpoint, log = trained
     curve = losses(log)
     assert curve[-1] < 0.5 * curve[0], f"{name}: training loss {curve}"
-    out = run_command(console("fairseq-generate"), copy_task, "--user-dir", PLUGIN, "--path", checkpoint,
-                      "--gen-subset", "test", "--beam", "5", "--lenpen", "0.6", "--batch-size", "32",
-                      "--required-batch-size-multiple", "1")
+    out = run_command(
+        console("fairseq-generate"),
+        copy_task,
+        "--user-dir",
+        PLUGIN,
+        "--path",
+        checkpoint,
+        "--gen-subset",
+        "test",
+        "--beam",
+        "5",
+        "--lenpen",
+        "0.6",
+        "--batch-size",
+        "32",
+        "--required-batch-size-multiple",
+        "1",
+    )
     sources = (copy_task.parent / "test.src").read_text().splitlines()
     hyps = hypotheses(out.stdout)
     assert sorted(hyps) == list(range(len(sources))), "every test sentence is translated"
@@ -96,8 +176,15 @@ def test_shared_rule_and_rank_run_as_asked_and_stay_tied_after_loading_and_resum
 
     name, checkpoint, log = trained
     assert "PHM layer 32->32, n=4: rank 4 factors hold 256 weights, no fewer than the 256 of full-rank S_i" in log
-    resumed = train(copy_task, tmp_path, *ARCHS[name], "--max-update", "610",
-                    "--restore-file", checkpoint.parent / "checkpoint_last.pt")
+    resumed = train(
+        copy_task,
+        tmp_path,
+        *ARCHS[name],
+        "--max-update",
+        "610",
+        "--restore-file",
+        checkpoint.parent / "checkpoint_last.pt",
+    )
     assert re.search(r"num_updates[= ]610\b", resumed.stdout + resumed.stderr), "resumed at 600, trained on to 610"
     for path in (checkpoint, tmp_path / "checkpoint_last.pt"):
         model, _task = load(path)
@@ -124,8 +211,10 @@ def test_beam_search_equals_full_re_decoding_and_incremental_steps_equal_full_pa
         prev = net_input["prev_output_tokens"]
         full, _ = model.decoder(prev, encoder_out=encoder_out)
         state = {}
-        steps = [model.decoder(prev[:, : t + 1], encoder_out=encoder_out, incremental_state=state)[0][:, -1]
-                 for t in range(prev.size(1))]
+        steps = [
+            model.decoder(prev[:, : t + 1], encoder_out=encoder_out, incremental_state=state)[0][:, -1]
+            for t in range(prev.size(1))
+        ]
     real = prev.ne(task.target_dictionary.pad())  # outputs at padding positions mean nothing
     torch.testing.assert_close(torch.stack(steps, dim=1)[real], full[real], rtol=1e-4, atol=1e-4)
 
@@ -145,11 +234,16 @@ def test_beam_search_equals_full_re_decoding_and_incremental_steps_equal_full_pa
     redecoding = copy.copy(model)
     redecoding.decoder = FullReDecoding(model.decoder)
     generate = lambda m: task.build_generator([m], type("Args", (), {"beam": 5, "lenpen": 0.6})()).generate(  # noqa: E731
-        [m], {"net_input": net_input})
+        [m], {"net_input": net_input}
+    )
     for incremental, full_hyps in zip(generate(model), generate(redecoding)):
         assert [h["tokens"].tolist() for h in incremental] == [h["tokens"].tolist() for h in full_hyps]
-        torch.testing.assert_close(torch.stack([h["score"] for h in incremental]),
-                                   torch.stack([h["score"] for h in full_hyps]), rtol=1e-4, atol=1e-4)
+        torch.testing.assert_close(
+            torch.stack([h["score"] for h in incremental]),
+            torch.stack([h["score"] for h in full_hyps]),
+            rtol=1e-4,
+            atol=1e-4,
+        )
 
 
 def test_the_product_path_does_not_change_what_is_decoded(trained, monkeypatch):
@@ -166,8 +260,9 @@ def test_the_product_path_does_not_change_what_is_decoded(trained, monkeypatch):
             decoded[product] = generator.generate([model], {"net_input": net_input})
     for factored, cached in zip(decoded["factored"], decoded["cached H"]):
         assert [h["tokens"].tolist() for h in factored] == [h["tokens"].tolist() for h in cached]
-        torch.testing.assert_close(torch.stack([h["score"] for h in factored]),
-                                   torch.stack([h["score"] for h in cached]), rtol=1e-5, atol=1e-5)
+        torch.testing.assert_close(
+            torch.stack([h["score"] for h in factored]), torch.stack([h["score"] for h in cached]), rtol=1e-5, atol=1e-5
+        )
 
 
 def test_torchscript_export_of_the_dense_equivalent(trained):
@@ -177,8 +272,12 @@ def test_torchscript_export_of_the_dense_equivalent(trained):
     batch = batch_of(task, 4)
     with torch.no_grad():
         expected = model(**batch)[0]
-        torch.testing.assert_close(scripted(batch["src_tokens"], batch["src_lengths"], batch["prev_output_tokens"])[0],
-                                   expected, rtol=1e-4, atol=1e-4)
+        torch.testing.assert_close(
+            scripted(batch["src_tokens"], batch["src_lengths"], batch["prev_output_tokens"])[0],
+            expected,
+            rtol=1e-4,
+            atol=1e-4,
+        )
 
 
 def test_densify_keeps_the_function_and_drops_every_hypercomplex_layer(trained):
@@ -194,6 +293,7 @@ def test_densify_keeps_the_function_and_drops_every_hypercomplex_layer(trained):
 
 
 # --- a real corpus through every command a user runs -------------------------------------------
+
 
 @pytest.fixture(scope="module")
 def multi30k_run(multi30k_slice, tmp_path_factory):
@@ -220,82 +320,173 @@ def test_resume_from_checkpoint_continues_the_run(multi30k_run, multi30k_slice):
 def test_generate_and_interactive_load_the_checkpoint_safely(multi30k_run, multi30k_slice):
     save_dir, _log = multi30k_run
     checkpoint = save_dir / "checkpoint_last.pt"
-    out = run_command(console("fairseq-generate"), multi30k_slice, "--user-dir", PLUGIN, "--path", checkpoint,
-                      "--gen-subset", "test", "--beam", "5", "--lenpen", "0.6", "--required-batch-size-multiple", "1")
+    out = run_command(
+        console("fairseq-generate"),
+        multi30k_slice,
+        "--user-dir",
+        PLUGIN,
+        "--path",
+        checkpoint,
+        "--gen-subset",
+        "test",
+        "--beam",
+        "5",
+        "--lenpen",
+        "0.6",
+        "--required-batch-size-multiple",
+        "1",
+    )
     assert len(hypotheses(out.stdout)) == 50 and "BLEU4" in out.stdout
     interactive = subprocess.run(
-        [console("fairseq-interactive"), str(multi30k_slice), "--user-dir", PLUGIN, "--path", str(checkpoint),
-         "--beam", "5", "--source-lang", "en", "--target-lang", "de"],
-        input="a man is riding a bike .\ntwo dogs play in the snow .\n", capture_output=True, text=True, timeout=300)
+        [
+            console("fairseq-interactive"),
+            str(multi30k_slice),
+            "--user-dir",
+            PLUGIN,
+            "--path",
+            str(checkpoint),
+            "--beam",
+            "5",
+            "--source-lang",
+            "en",
+            "--target-lang",
+            "de",
+        ],
+        input="a man is riding a bike .\ntwo dogs play in the snow .\n",
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert interactive.returncode == 0, interactive.stderr[-3000:]
     assert len(re.findall(r"^H-\d+\t", interactive.stdout, flags=re.M)) == 2
 
 
 def test_loading_without_user_dir_says_to_pass_it(multi30k_run, multi30k_slice):
     save_dir, _log = multi30k_run
-    out = run_command(console("fairseq-generate"), multi30k_slice, "--path", save_dir / "checkpoint_last.pt",
-                      "--gen-subset", "test", check=False)
+    out = run_command(
+        console("fairseq-generate"),
+        multi30k_slice,
+        "--path",
+        save_dir / "checkpoint_last.pt",
+        "--gen-subset",
+        "test",
+        check=False,
+    )
     assert out.returncode != 0
     assert "needs the phm-fairseq plugin: pass --user-dir" in out.stderr
 
 
 def test_checkpoint_of_another_model_is_refused(multi30k_run, multi30k_slice, tmp_path):
     save_dir, _log = multi30k_run
-    out = train(multi30k_slice, tmp_path, *ARCHS["dense-twin"], "--max-update", "1",
-                "--restore-file", save_dir / "checkpoint_last.pt", check=False)
+    out = train(
+        multi30k_slice,
+        tmp_path,
+        *ARCHS["dense-twin"],
+        "--max-update",
+        "1",
+        "--restore-file",
+        save_dir / "checkpoint_last.pt",
+        check=False,
+    )
     assert out.returncode != 0 and "please ensure that the architectures match" in out.stderr
 
 
-@pytest.mark.parametrize("flags,message", [
-    (["--phm-n", "3"], r"--phm-n 3 must divide every feature size of the model, but does not divide "
-                       r"--encoder-embed-dim 32, --decoder-embed-dim 32, --encoder-ffn-embed-dim 64, "
-                       r"--decoder-ffn-embed-dim 64; with these sizes --phm-n can be one of \[1, 2, 4, 8, 16, 32\]"),
-    (["--phm-n", "4", "--phm-rule", "algebra-frozen", "--phm-n", "6"], r"no Cayley-Dickson algebra of dimension n=6"),
-    (["--phm-n", "4", "--quant-noise-pq", "0.1"], r"--quant-noise-pq 0.1: quantization noise .* cannot be honoured"),
-    (["--phm-rule", "algebra-frozen", "--phm-shared-rule", "side"],
-     r"--phm-n 4 --phm-rule algebra-frozen --phm-shared-rule side: .* a frozen rule is a constant"),
-    (["--phm-rank", "0"], r"--phm-rank 0: PHM rank must be a positive integer"),
-    (["--quaternion-attention"], r"--quaternion-attention is an option of quaternion models, and this model is phm"),
-    (["--linear-kind", "dense", "--phm-rank", "8"],
-     r"--phm-rank 8: --phm-rank is an option of PHM models, and this model is dense \(--linear-kind dense\): "
-     r"leave it out, or pass --linear-kind phm"),
-])
+@pytest.mark.parametrize(
+    "flags,message",
+    [
+        (
+            ["--phm-n", "3"],
+            r"--phm-n 3 must divide every feature size of the model, but does not divide "
+            r"--encoder-embed-dim 32, --decoder-embed-dim 32, --encoder-ffn-embed-dim 64, "
+            r"--decoder-ffn-embed-dim 64; with these sizes --phm-n can be one of \[1, 2, 4, 8, 16, 32\]",
+        ),
+        (
+            ["--phm-n", "4", "--phm-rule", "algebra-frozen", "--phm-n", "6"],
+            r"no Cayley-Dickson algebra of dimension n=6",
+        ),
+        (
+            ["--phm-n", "4", "--quant-noise-pq", "0.1"],
+            r"--quant-noise-pq 0.1: quantization noise .* cannot be honoured",
+        ),
+        (
+            ["--phm-rule", "algebra-frozen", "--phm-shared-rule", "side"],
+            r"--phm-n 4 --phm-rule algebra-frozen --phm-shared-rule side: .* a frozen rule is a constant",
+        ),
+        (["--phm-rank", "0"], r"--phm-rank 0: PHM rank must be a positive integer"),
+        (
+            ["--quaternion-attention"],
+            r"--quaternion-attention is an option of quaternion models, and this model is phm",
+        ),
+        (
+            ["--linear-kind", "dense", "--phm-rank", "8"],
+            r"--phm-rank 8: --phm-rank is an option of PHM models, and this model is dense \(--linear-kind dense\): "
+            r"leave it out, or pass --linear-kind phm",
+        ),
+    ],
+)
 def test_bad_flags_are_refused_with_a_clear_message(copy_task, tmp_path, flags, message):
     out = train(copy_task, tmp_path, "--arch", "phm_transformer_demo", *flags, "--max-update", "1", check=False)
     assert out.returncode != 0 and re.search(message, out.stderr), out.stderr[-2000:]
     assert not list(tmp_path.glob("*.pt")), "nothing was saved"
 
 
-@pytest.mark.parametrize("arch,flags,message", [
-    ("quaternion_transformer_demo", ["--phm-n", "4", "--phm-shared-rule", "model"],
-     r"--phm-n 4 --phm-shared-rule model: --phm-n, --phm-shared-rule are options of PHM models, and this model is "
-     r"quaternion"),
-    ("transformer_twin_demo", ["--phm-n", "4"], r"--phm-n is an option of PHM models, and this model is dense"),
-    ("quaternion_transformer_demo", ["--quaternion-attention", "--qkv-projection", "fused"],
-     r"--quaternion-attention with --qkv-projection fused: .* misaligned components\. "
-     r"Pass --qkv-projection separate"),
-])
+@pytest.mark.parametrize(
+    "arch,flags,message",
+    [
+        (
+            "quaternion_transformer_demo",
+            ["--phm-n", "4", "--phm-shared-rule", "model"],
+            r"--phm-n 4 --phm-shared-rule model: --phm-n, --phm-shared-rule are options of PHM models, "
+            r"and this model is quaternion",
+        ),
+        ("transformer_twin_demo", ["--phm-n", "4"], r"--phm-n is an option of PHM models, and this model is dense"),
+        (
+            "quaternion_transformer_demo",
+            ["--quaternion-attention", "--qkv-projection", "fused"],
+            r"--quaternion-attention with --qkv-projection fused: .* misaligned components\. "
+            r"Pass --qkv-projection separate",
+        ),
+    ],
+)
 def test_flags_that_do_not_apply_to_the_kind_are_refused(copy_task, arch, flags, message):
     out = run_command(console("phm-params"), copy_task, "--task", "translation", "--arch", arch, *flags, check=False)
     assert out.returncode != 0 and re.search(message, out.stderr), out.stderr[-2000:]
 
 
 def test_quaternion_attention_needs_heads_that_split_components(copy_task, tmp_path):
-    out = train(copy_task, tmp_path, "--arch", "quaternion_transformer_demo", "--quaternion-attention",
-                "--encoder-embed-dim", "36", "--decoder-embed-dim", "36", "--max-update", "1", check=False)
-    assert out.returncode != 0 and "--encoder-embed-dim 36 must be a multiple of 4 x --encoder-attention-heads 2" in out.stderr
+    out = train(
+        copy_task,
+        tmp_path,
+        "--arch",
+        "quaternion_transformer_demo",
+        "--quaternion-attention",
+        "--encoder-embed-dim",
+        "36",
+        "--decoder-embed-dim",
+        "36",
+        "--max-update",
+        "1",
+        check=False,
+    )
+    assert (
+        out.returncode != 0
+        and "--encoder-embed-dim 36 must be a multiple of 4 x --encoder-attention-heads 2" in out.stderr
+    )
 
 
 # --- parameter counts against the formula ------------------------------------------------------
 
+
 def transformer_body(d, f, layers, n=1, fused=True, phm_ffn=True, quaternion=False, rank=None, shared_rules=None):
     """Parameters of encoder + decoder layers (no embeddings): weights k*d/n (rank R: R*(k+d)) + n^3
     per PHM layer, or n^3 once per shared rule (``shared_rules`` of them) instead."""
+
     def linear(i, o):
         if quaternion:
             return i * o // 4 + o
         weights = i * o // n if rank is None else rank * (i + o)
         return weights + (n**3 if n > 1 and shared_rules is None else 0) + o
+
     ffn = (linear(d, f) + linear(f, d)) if phm_ffn else (d * f + f + f * d + d)
     self_attention = (linear(d, 3 * d) if fused else 3 * linear(d, d)) + linear(d, d)
     cross_attention = 4 * linear(d, d)
@@ -304,29 +495,63 @@ def transformer_body(d, f, layers, n=1, fused=True, phm_ffn=True, quaternion=Fal
     return layers * (encoder + decoder) + (shared_rules or 0) * n**3
 
 
-@pytest.mark.parametrize("arch,flags,expected", [
-    ("transformer_twin_iwslt", [], transformer_body(256, 1024, 2)),
-    ("phm_transformer_iwslt", ["--phm-n", "4"], transformer_body(256, 1024, 2, n=4)),
-    ("phm_transformer_iwslt", ["--phm-n", "8", "--qkv-projection", "separate"], transformer_body(256, 1024, 2, n=8, fused=False)),
-    ("phm_transformer_iwslt", ["--phm-n", "4", "--phm-rule", "algebra-frozen"], transformer_body(256, 1024, 2, quaternion=True, fused=True)),
-    ("quaternion_transformer_iwslt", [], transformer_body(256, 1024, 2, quaternion=True, fused=False)),
-    ("quaternion_transformer_partial_iwslt", [], transformer_body(256, 1024, 2, quaternion=True, fused=False, phm_ffn=False)),
-    ("phm_transformer_base", ["--phm-n", "16"], transformer_body(512, 2048, 4, n=16)),
-    ("phm_transformer_iwslt", ["--phm-n", "8", "--phm-shared-rule", "model"],
-     transformer_body(256, 1024, 2, n=8, shared_rules=1)),
-    ("phm_transformer_iwslt", ["--phm-n", "8", "--phm-shared-rule", "side"],
-     transformer_body(256, 1024, 2, n=8, shared_rules=2)),
-    ("phm_transformer_iwslt", ["--phm-n", "4", "--phm-rank", "8"], transformer_body(256, 1024, 2, n=4, rank=8)),
-    ("phm_transformer_base", ["--phm-n", "16", "--phm-rank", "8", "--phm-shared-rule", "side",
-                              "--qkv-projection", "separate"],
-     transformer_body(512, 2048, 4, n=16, rank=8, shared_rules=2, fused=False)),
-])
+@pytest.mark.parametrize(
+    "arch,flags,expected",
+    [
+        ("transformer_twin_iwslt", [], transformer_body(256, 1024, 2)),
+        ("phm_transformer_iwslt", ["--phm-n", "4"], transformer_body(256, 1024, 2, n=4)),
+        (
+            "phm_transformer_iwslt",
+            ["--phm-n", "8", "--qkv-projection", "separate"],
+            transformer_body(256, 1024, 2, n=8, fused=False),
+        ),
+        (
+            "phm_transformer_iwslt",
+            ["--phm-n", "4", "--phm-rule", "algebra-frozen"],
+            transformer_body(256, 1024, 2, quaternion=True, fused=True),
+        ),
+        ("quaternion_transformer_iwslt", [], transformer_body(256, 1024, 2, quaternion=True, fused=False)),
+        (
+            "quaternion_transformer_partial_iwslt",
+            [],
+            transformer_body(256, 1024, 2, quaternion=True, fused=False, phm_ffn=False),
+        ),
+        ("phm_transformer_base", ["--phm-n", "16"], transformer_body(512, 2048, 4, n=16)),
+        (
+            "phm_transformer_iwslt",
+            ["--phm-n", "8", "--phm-shared-rule", "model"],
+            transformer_body(256, 1024, 2, n=8, shared_rules=1),
+        ),
+        (
+            "phm_transformer_iwslt",
+            ["--phm-n", "8", "--phm-shared-rule", "side"],
+            transformer_body(256, 1024, 2, n=8, shared_rules=2),
+        ),
+        ("phm_transformer_iwslt", ["--phm-n", "4", "--phm-rank", "8"], transformer_body(256, 1024, 2, n=4, rank=8)),
+        (
+            "phm_transformer_base",
+            ["--phm-n", "16", "--phm-rank", "8", "--phm-shared-rule", "side", "--qkv-projection", "separate"],
+            transformer_body(512, 2048, 4, n=16, rank=8, shared_rules=2, fused=False),
+        ),
+    ],
+)
 def test_parameter_counts_match_the_formula(copy_task, arch, flags, expected):
-    out = run_command(console("phm-params"), "--json", copy_task, "--task", "translation", "--arch", arch,
-                      "--share-all-embeddings", *flags)
+    out = run_command(
+        console("phm-params"),
+        "--json",
+        copy_task,
+        "--task",
+        "translation",
+        "--arch",
+        arch,
+        "--share-all-embeddings",
+        *flags,
+    )
     counts = json.loads(out.stdout.strip().splitlines()[-1])
     assert counts["without_embeddings"] == expected
-    assert counts["dense_without_embeddings"] == transformer_body(*{"iwslt": (256, 1024, 2), "base": (512, 2048, 4)}[arch.rsplit("_", 1)[1]])
+    assert counts["dense_without_embeddings"] == transformer_body(
+        *{"iwslt": (256, 1024, 2), "base": (512, 2048, 4)}[arch.rsplit("_", 1)[1]]
+    )
 
 
 def test_phm_n4_has_about_a_quarter_of_the_dense_weights(copy_task):
@@ -339,15 +564,41 @@ def test_phm_n4_has_about_a_quarter_of_the_dense_weights(copy_task):
 
 # --- data-parallel training ---------------------------------------------------------------------
 
+
 def test_two_process_gloo_training(copy_task, tmp_path):
     port = 29500 + os.getpid() % 1000
-    common = [console("fairseq-train"), copy_task, "--save-dir", tmp_path, *TRAINING, *TINY,
-              *ARCHS["phm-n4-fused"], "--max-update", "20", "--distributed-backend", "gloo",
-              "--distributed-init-method", f"tcp://127.0.0.1:{port}", "--distributed-world-size", "2",
-              "--distributed-no-spawn", "--ddp-backend", "legacy_ddp", "--cpu"]
+    common = [
+        console("fairseq-train"),
+        copy_task,
+        "--save-dir",
+        tmp_path,
+        *TRAINING,
+        *TINY,
+        *ARCHS["phm-n4-fused"],
+        "--max-update",
+        "20",
+        "--distributed-backend",
+        "gloo",
+        "--distributed-init-method",
+        f"tcp://127.0.0.1:{port}",
+        "--distributed-world-size",
+        "2",
+        "--distributed-no-spawn",
+        "--ddp-backend",
+        "legacy_ddp",
+        "--cpu",
+    ]
     one_thread = {**os.environ, "OMP_NUM_THREADS": "1"}  # two processes share the cores
-    ranks = [subprocess.Popen([*map(str, common), "--distributed-rank", str(rank)], stdout=subprocess.PIPE,
-                              stderr=subprocess.STDOUT, text=True, env=one_thread) for rank in (0, 1)]
+    ranks = [
+        subprocess.Popen(
+            [*map(str, common), "--distributed-rank", str(rank)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            env=one_thread,
+        )
+        for rank in (0, 1)
+    ]
     logs = [rank.communicate(timeout=600)[0] for rank in ranks]
     assert [rank.returncode for rank in ranks] == [0, 0], logs[0][-3000:] + logs[1][-3000:]
     assert "distributed init (rank 1)" in logs[1] and "num_updates 20" in logs[0]

@@ -22,8 +22,9 @@ from pathlib import Path
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(prog="phm-collect", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="phm-collect", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("runs", type=Path, help="a folder of runs (searched for result.json)")
     parser.add_argument("--out", type=Path, required=True, help="output path without suffix")
     parser.add_argument("--title", help="the table's title (default: the folder's name)")

@@ -36,11 +36,22 @@ from phm_fairseq.modules import RULES, count_parameters
 
 PLUGIN_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 HYPERCOMPLEX_KINDS = ("phm", "quaternion")
-SIZE_KEYS = tuple(f"{side}_{key}" for side in ("encoder", "decoder")
-                  for key in ("layers", "embed_dim", "ffn_embed_dim", "attention_heads"))
+SIZE_KEYS = tuple(
+    f"{side}_{key}"
+    for side in ("encoder", "decoder")
+    for key in ("layers", "embed_dim", "ffn_embed_dim", "attention_heads")
+)
 # The target's own flags: the architecture decides them, not the dense model's arguments.
-HYPERCOMPLEX_KEYS = ("linear_kind", "phm_n", "phm_rule", "phm_rank", "phm_shared_rule", "qkv_projection", "dense_ffn",
-                     "quaternion_attention")
+HYPERCOMPLEX_KEYS = (
+    "linear_kind",
+    "phm_n",
+    "phm_rule",
+    "phm_rank",
+    "phm_shared_rule",
+    "qkv_projection",
+    "dense_ffn",
+    "quaternion_attention",
+)
 GIVEN_KEYS = ("phm_n", "phm_rule", "phm_rank", "qkv_projection", "dense_ffn", "quaternion_attention")
 
 
@@ -49,7 +60,7 @@ def flag(key: str) -> str:
 
 
 def architecture_kind(arch: str, model_args=None):
-    """"dense", "phm" or "quaternion" for the translation Transformers that phm-compress reads and
+    """ "dense", "phm" or "quaternion" for the translation Transformers that phm-compress reads and
     writes, None for any other architecture: the plugin's architecture table (or a checkpoint's
     --linear-kind) and fairseq's own transformer architectures (dense)."""
     from fairseq.models import ARCH_MODEL_NAME_REGISTRY
@@ -69,29 +80,50 @@ def architectures(kind: str) -> list:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="phm-compress", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
+        prog="phm-compress",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
         allow_abbrev=False,
     )
     parser.add_argument("checkpoint", metavar="DENSE.pt", help="trained dense fairseq translation checkpoint")
-    parser.add_argument("--arch", required=True,
-                        help="target architecture: phm_transformer_* or quaternion_transformer_*")
+    parser.add_argument(
+        "--arch", required=True, help="target architecture: phm_transformer_* or quaternion_transformer_*"
+    )
     parser.add_argument("--out", required=True, metavar="PHM.pt", help="checkpoint to write")
-    parser.add_argument("--data", metavar="DIR", help="the binarized data directory, if it moved since training "
-                                                      "(the dictionaries are read from it)")
+    parser.add_argument(
+        "--data",
+        metavar="DIR",
+        help="the binarized data directory, if it moved since training (the dictionaries are read from it)",
+    )
     parser.add_argument("--force", action="store_true", help="overwrite --out if it exists")
     parser.add_argument("--json", action="store_true", help="print the report as one JSON line")
     model = parser.add_argument_group("target model (the flags phm-compress can honour)")
-    model.add_argument("--phm-n", type=int, metavar="N",
-                       help="PHM architectures: number of Kronecker products (default: the architecture's, 4)")
-    model.add_argument("--phm-rule", choices=RULES,
-                       help="PHM architectures: learned (default: the nearest sum of N Kronecker products), "
-                            "algebra-init or algebra-frozen (A is the algebra's rule, S fitted to it)")
-    model.add_argument("--phm-rank", type=int, metavar="R",
-                       help="PHM architectures: each S_i of rank R (its nearest rank-R factors; default: full rank)")
-    model.add_argument("--qkv-projection", choices=["fused", "separate"],
-                       help="self-attention Q, K, V as one projection (fused: q, k, v stacked) or three")
-    model.add_argument("--dense-ffn", action="store_true", default=None,
-                       help="keep the feed-forward layers dense (copied exactly)")
+    model.add_argument(
+        "--phm-n",
+        type=int,
+        metavar="N",
+        help="PHM architectures: number of Kronecker products (default: the architecture's, 4)",
+    )
+    model.add_argument(
+        "--phm-rule",
+        choices=RULES,
+        help="PHM architectures: learned (default: the nearest sum of N Kronecker products), "
+        "algebra-init or algebra-frozen (A is the algebra's rule, S fitted to it)",
+    )
+    model.add_argument(
+        "--phm-rank",
+        type=int,
+        metavar="R",
+        help="PHM architectures: each S_i of rank R (its nearest rank-R factors; default: full rank)",
+    )
+    model.add_argument(
+        "--qkv-projection",
+        choices=["fused", "separate"],
+        help="self-attention Q, K, V as one projection (fused: q, k, v stacked) or three",
+    )
+    model.add_argument(
+        "--dense-ffn", action="store_true", default=None, help="keep the feed-forward layers dense (copied exactly)"
+    )
     model.add_argument("--quaternion-attention", action="store_true", default=None, help=argparse.SUPPRESS)
     sizes = parser.add_argument_group("sizes (must equal the checkpoint's; needed where --arch's own differ)")
     for key in SIZE_KEYS:
@@ -107,8 +139,11 @@ def parse_args(argv):
             f"cannot honour {' '.join(unknown)}: phm-compress sets only the architecture, its hypercomplex "
             f"flags ({', '.join(flag(k) for k in GIVEN_KEYS[:-1])}) and sizes equal to the "
             f"checkpoint's; give training options to fairseq-train when fine-tuning"
-            + ("; a shared rule (one A for many layers) is not fitted: compress without it and fine-tune"
-               if any(u.startswith("--phm-shared-rule") for u in unknown) else "")
+            + (
+                "; a shared rule (one A for many layers) is not fitted: compress without it and fine-tune"
+                if any(u.startswith("--phm-shared-rule") for u in unknown)
+                else ""
+            )
         )
     return args
 
@@ -130,8 +165,10 @@ def check_target(args) -> dict:
     if kind != "phm":
         for key in ("phm_n", "phm_rule", "phm_rank"):
             if key in given:
-                raise CompressionError(f"{flag(key)} applies to phm_transformer architectures; {args.arch}'s "
-                                       f"quaternion layers have n = 4 and Hamilton's rule")
+                raise CompressionError(
+                    f"{flag(key)} applies to phm_transformer architectures; {args.arch}'s "
+                    f"quaternion layers have n = 4 and Hamilton's rule"
+                )
     return given
 
 
@@ -153,8 +190,10 @@ def read_checkpoint(path: str, data):
     try:
         raw = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as error:  # not a torch file, or one that needs unsafe unpickling
-        raise CompressionError(f"{path}: not a checkpoint that can be loaded safely ({type(error).__name__}: "
-                            f"{str(error).splitlines()[0] if str(error) else ''})") from None
+        raise CompressionError(
+            f"{path}: not a checkpoint that can be loaded safely ({type(error).__name__}: "
+            f"{str(error).splitlines()[0] if str(error) else ''})"
+        ) from None
     if not isinstance(raw, dict) or "model" not in raw or (raw.get("cfg") is None and raw.get("args") is None):
         raise CompressionError(f"{path}: not a fairseq training checkpoint (it has no model and configuration)")
     del raw
@@ -165,8 +204,10 @@ def read_checkpoint(path: str, data):
     arch = _get(model_cfg, "arch") or _get(model_cfg, "_name")
     task = tasks.TASK_REGISTRY.get(task_name)
     if task is None or not issubclass(task, TranslationTask):
-        raise CompressionError(f"{path} holds a model for task {task_name!r} (arch {arch!r}); phm-compress compresses "
-                            f"translation Transformers (task translation)")
+        raise CompressionError(
+            f"{path} holds a model for task {task_name!r} (arch {arch!r}); phm-compress compresses "
+            f"translation Transformers (task translation)"
+        )
     if architecture_kind(arch, model_cfg) != "dense" or not isinstance(model_cfg, argparse.Namespace):
         raise CompressionError(
             f"{path} holds a {ARCH_MODEL_NAME_REGISTRY.get(arch, arch)!r} model (arch {arch!r}); phm-compress takes "
@@ -189,15 +230,19 @@ def check_sizes(path: str, dense_args, arch: str, given: dict) -> None:
     requested = sizes(arch, {key: value for key, value in given.items() if key in SIZE_KEYS})
     if requested == ours:
         return
-    differ = ", ".join(f"{flag(key)} {ours[key]} against {requested[key]}"
-                       for key in SIZE_KEYS if ours[key] != requested[key])
+    differ = ", ".join(
+        f"{flag(key)} {ours[key]} against {requested[key]}" for key in SIZE_KEYS if ours[key] != requested[key]
+    )
     kind = architecture_kind(arch)
     same = [name for name in architectures(kind) if sizes(name, {}) == ours]
     sizes_flags = " ".join(f"{flag(key)} {ours[key]}" for key in SIZE_KEYS if ours[key] != sizes(arch, {})[key])
     raise CompressionError(
         f"{path} ({dense_args.arch}) has other sizes than {arch}: {differ}. "
-        + (f"{', '.join(same)} {'has' if len(same) == 1 else 'have'} the checkpoint's sizes; or " if same
-           else f"No {kind} architecture has them: ")
+        + (
+            f"{', '.join(same)} {'has' if len(same) == 1 else 'have'} the checkpoint's sizes; or "
+            if same
+            else f"No {kind} architecture has them: "
+        )
         + f"give them with the architecture (--arch {arch} {sizes_flags}), and to fairseq-train when fine-tuning"
     )
 
@@ -237,8 +282,9 @@ def compress(args, progress=True) -> dict:
     data = args.data or _get(cfg.task, "data")
     if not data or not os.path.isdir(str(data).split(os.pathsep)[0]):
         raise CompressionError(
-            f"--data {data}: no such directory" if args.data else
-            f"the checkpoint's data directory {data!r} does not exist here: pass --data DIR, the binarized data "
+            f"--data {data}: no such directory"
+            if args.data
+            else f"the checkpoint's data directory {data!r} does not exist here: pass --data DIR, the binarized data "
             f"(fairseq-preprocess's output) that the model was trained on"
         )
     try:
@@ -252,12 +298,19 @@ def compress(args, progress=True) -> dict:
     except ValueError as error:  # flags the architecture refuses, e.g. an n that does not divide the sizes
         raise CompressionError(str(error)) from None
 
-    layers = compress_into(dense, target, progress=lambda layers: tqdm(
-        layers, desc="compressing", unit="layer", disable=None if progress else True))  # None: off unless a terminal
+    layers = compress_into(
+        dense,
+        target,
+        progress=lambda layers: tqdm(layers, desc="compressing", unit="layer", disable=None if progress else True),
+    )  # None: off unless a terminal
     before, after = count_parameters(dense), count_parameters(target)
     report = {
-        "checkpoint": args.checkpoint, "dense_arch": dense_args.arch, "out": args.out, "arch": args.arch,
-        "layers": [layer.as_dict() for layer in layers], "relative_error": total_relative_error(layers),
+        "checkpoint": args.checkpoint,
+        "dense_arch": dense_args.arch,
+        "out": args.out,
+        "arch": args.arch,
+        "layers": [layer.as_dict() for layer in layers],
+        "relative_error": total_relative_error(layers),
         "parameters": {"dense": before.as_dict(), "compressed": after.as_dict()},
         # what the fine-tuning command must say besides the dense model's own flags
         "model_flags": ["--arch", args.arch, *(part for key, value in given.items() for part in _as_flag(key, value))],
@@ -271,8 +324,10 @@ def compress(args, progress=True) -> dict:
         # not trained yet: no optimizer state, no updates; fine-tuning starts a fresh optimizer
         "optimizer_history": [{**state["optimizer_history"][-1], "lr_scheduler_state": {}, "num_updates": 0}],
         "task_state": state.get("task_state", {}),
-        "extra_state": {"train_iterator": {"version": 2, "epoch": 1, "iterations_in_epoch": 0, "shuffle": True},
-                        "previous_training_time": 0.0},
+        "extra_state": {
+            "train_iterator": {"version": 2, "epoch": 1, "iterations_in_epoch": 0, "shuffle": True},
+            "previous_training_time": 0.0,
+        },
         "phm_compress": {key: value for key, value in report.items() if key != "out"},
     }
     checkpoint["cfg"]["task"]["data"] = data
@@ -296,8 +351,11 @@ def format_report(report: dict) -> str:
         f"{report['checkpoint']} ({report['dense_arch']}) -> {report['out']} ({report['arch']})",
         f"{'layer':<{width}}  {'shape':>11}  {'n':>2}  {'kind':<18}  {'rel. error':>10}",
     ]
-    lines += [f"{layer['name']:<{width}}  {shape(layer):>11}  {layer['n']:>2}  {layer['kind']:<18}  "
-              f"{layer['relative_error']:>10.4f}" for layer in layers]
+    lines += [
+        f"{layer['name']:<{width}}  {shape(layer):>11}  {layer['n']:>2}  {layer['kind']:<18}  "
+        f"{layer['relative_error']:>10.4f}"
+        for layer in layers
+    ]
     lines.append(f"{'all these weights together':<{width + 39}}  {report['relative_error']:>10.4f}")
     dense, compressed = report["parameters"]["dense"], report["parameters"]["compressed"]
     lines.append(f"\n{'parameters':<20}{'dense':>14}{'compressed':>14}{'ratio':>8}")

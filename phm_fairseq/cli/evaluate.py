@@ -52,9 +52,10 @@ def load_classifier(path: str, data: str):
     arch = getattr(model_cfg, "arch", None) or (model_cfg.get("_name") if model_cfg is not None else None)
     task_class = tasks.TASK_REGISTRY.get(task_name)
     if task_class is None or not issubclass(task_class, ClassificationTask):
+        ours = sorted(name for name, task in tasks.TASK_REGISTRY.items() if issubclass(task, ClassificationTask))
         raise EvaluationError(
             f"--path {path} holds a model for task {task_name!r} (arch {arch!r}); phm-evaluate scores "
-            f"the plugin's classification tasks ({', '.join(sorted(n for n, c in tasks.TASK_REGISTRY.items() if issubclass(c, ClassificationTask)))})"
+            f"the plugin's classification tasks ({', '.join(ours)})"
         )
     try:
         models, _, task = checkpoint_utils.load_model_ensemble_and_task([path], state=state)

@@ -26,16 +26,23 @@ def load_checkpoint(path: str):
     if not os.path.isfile(path):
         folder = os.path.dirname(path) or "."
         found = sorted(name for name in os.listdir(folder) if name.endswith(".pt")) if os.path.isdir(folder) else None
-        hint = (f"; the .pt files in {folder}: {', '.join(found)}" if found else f"; {folder} has no .pt files"
-                if found is not None else f"; there is no folder {folder}")
+        hint = (
+            f"; the .pt files in {folder}: {', '.join(found)}"
+            if found
+            else f"; {folder} has no .pt files"
+            if found is not None
+            else f"; there is no folder {folder}"
+        )
         raise ValueError(f"no checkpoint file {path}{hint}")
     if os.path.getsize(path) == 0:
         raise ValueError(f"{path} is empty (0 bytes): not a checkpoint; was it still being written?")
     try:
         models, cfg, _ = checkpoint_utils.load_model_ensemble_and_task([path])
     except (EOFError, RuntimeError, OSError, ValueError) as error:
-        raise ValueError(f"{path} cannot be read as a fairseq checkpoint (truncated, or not a checkpoint): "
-                         f"{type(error).__name__}: {error}") from None
+        raise ValueError(
+            f"{path} cannot be read as a fairseq checkpoint (truncated, or not a checkpoint): "
+            f"{type(error).__name__}: {error}"
+        ) from None
     return models[0], cfg.model._name
 
 
@@ -63,7 +70,9 @@ def format_table(arch, counts) -> str:
 
 def main(argv=None):
     parser = argparse.ArgumentParser(
-        prog="phm-params", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
+        prog="phm-params",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
         usage="phm-params [--json] (CHECKPOINT.pt | DATA --task TASK --arch ARCH [fairseq-train options])",
     )
     parser.add_argument("--json", action="store_true", help="print the counts as JSON")

@@ -47,16 +47,26 @@ from pathlib import Path
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(prog="phm-run", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="phm-run", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("configs", nargs="+", help="config files or folders of them")
-    parser.add_argument("--runs-dir", type=Path, default=Path("work/runs"),
-                        help="where runs live (default: %(default)s)")
-    parser.add_argument("--seeds", type=int, nargs="+", metavar="S",
-                        help="run every config once per seed (default: the config's own seed)")
-    parser.add_argument("--force", action="store_true",
-                        help="start the runs of these configs clean: remove their checkpoints, logs and results "
-                             "(only files phm-run made), then train and evaluate again")
+    parser.add_argument(
+        "--runs-dir", type=Path, default=Path("work/runs"), help="where runs live (default: %(default)s)"
+    )
+    parser.add_argument(
+        "--seeds",
+        type=int,
+        nargs="+",
+        metavar="S",
+        help="run every config once per seed (default: the config's own seed)",
+    )
+    parser.add_argument(
+        "--force",
+        action="store_true",
+        help="start the runs of these configs clean: remove their checkpoints, logs and results "
+        "(only files phm-run made), then train and evaluate again",
+    )
     args = parser.parse_args(argv)
 
     from phm_fairseq.experiments.commands import CommandFailed

@@ -140,12 +140,24 @@ def check_with_fairseq(config, fields: dict, extra_train: list = ()) -> None:
     train = [PARSE_ONLY_DATA, "--user-dir", str(PLUGIN_DIR), *extra_train, *options(config.train, fields)]
     problems.append(_parse("get_training_parser", train, "train", config.train))
     if config.evaluate.kind == "bleu":
-        generate = [PARSE_ONLY_DATA, "--user-dir", str(PLUGIN_DIR), "--path", "checkpoint.pt",
-                    *options(config.evaluate.generate, fields)]
+        generate = [
+            PARSE_ONLY_DATA,
+            "--user-dir",
+            str(PLUGIN_DIR),
+            "--path",
+            "checkpoint.pt",
+            *options(config.evaluate.generate, fields),
+        ]
         problems.append(_parse("get_generation_parser", generate, "evaluate.generate", config.evaluate.generate))
     if config.distill:
-        generate = [PARSE_ONLY_DATA, "--user-dir", str(PLUGIN_DIR), "--path", "checkpoint.pt",
-                    *options(config.distill, fields)]
+        generate = [
+            PARSE_ONLY_DATA,
+            "--user-dir",
+            str(PLUGIN_DIR),
+            "--path",
+            "checkpoint.pt",
+            *options(config.distill, fields),
+        ]
         problems.append(_parse("get_generation_parser", generate, "distill", config.distill))
     problems = [p for p in problems if p]
     if problems:

@@ -137,8 +137,9 @@ def read_config(path: Path, seen=()) -> dict:
     if config is None:
         config = {}
     if not isinstance(config, dict):
-        raise ConfigError(f"{path}: a config is a mapping of keys (see docs/experiments.md), "
-                          f"not a {type(config).__name__}")
+        raise ConfigError(
+            f"{path}: a config is a mapping of keys (see docs/experiments.md), not a {type(config).__name__}"
+        )
     if "extends" in config:
         base = config.pop("extends")
         if not isinstance(base, str):
@@ -173,8 +174,10 @@ def _check_value(value, where: str, problems: list, has_teacher: bool) -> None:
         return
     for name in placeholders_in(str(value)) if isinstance(value, str) else ():
         if name not in PLACEHOLDERS:
-            problems.append(f"{where}: unknown placeholder {{{name}}}{_close(name, PLACEHOLDERS)}; "
-                            f"known: {', '.join('{' + p + '}' for p in PLACEHOLDERS)}")
+            problems.append(
+                f"{where}: unknown placeholder {{{name}}}{_close(name, PLACEHOLDERS)}; "
+                f"known: {', '.join('{' + p + '}' for p in PLACEHOLDERS)}"
+            )
         elif name == "teacher" and not has_teacher:
             problems.append(f"{where}: {{teacher}} needs a `teacher` config")
 
@@ -214,8 +217,10 @@ def _check_evaluate(spec, problems: list, has_teacher: bool):
     _unknown_keys(spec, EVALUATE_KEYS[kind], "evaluate.", problems)
     if kind == "bleu":
         if "reference" not in spec:
-            problems.append("evaluate.reference: missing (the untokenized reference file of the evaluated split, "
-                            'e.g. "{data}/raw/test.en")')
+            problems.append(
+                "evaluate.reference: missing (the untokenized reference file of the evaluated split, "
+                'e.g. "{data}/raw/test.en")'
+            )
         _check_string(spec, "reference", problems, has_teacher, "evaluate.")
         _check_options(spec.get("generate", {}), "evaluate.generate", problems, GENERATE_SET_BY_PHM_RUN, has_teacher)
     else:
@@ -228,8 +233,19 @@ def _check_evaluate(spec, problems: list, has_teacher: bool):
     return Evaluate(**{**values, "generate": dict(spec.get("generate") or {}), "epochs": tuple(sorted(set(epochs)))})
 
 
-KEYS = ("description", "paper", "data", "prepare", "seed", "count_module", "train", "evaluate",
-        "teacher", "distill", "init")
+KEYS = (
+    "description",
+    "paper",
+    "data",
+    "prepare",
+    "seed",
+    "count_module",
+    "train",
+    "evaluate",
+    "teacher",
+    "distill",
+    "init",
+)
 
 
 def check(values: dict, path: Path) -> Config:
@@ -260,14 +276,19 @@ def check(values: dict, path: Path) -> Config:
     evaluate = _check_evaluate(values["evaluate"], problems, has_teacher) if "evaluate" in values else None
     if evaluate and evaluate.epochs:
         if train.get("no-epoch-checkpoints"):
-            problems.append("evaluate.epochs needs fairseq's end-of-epoch checkpoints (checkpointN.pt): "
-                            "set train.no-epoch-checkpoints: false")
+            problems.append(
+                "evaluate.epochs needs fairseq's end-of-epoch checkpoints (checkpointN.pt): "
+                "set train.no-epoch-checkpoints: false"
+            )
         if 0 in evaluate.epochs and not values.get("init"):
-            problems.append("evaluate.epochs: epoch 0 is the init checkpoint (the model before any training), "
-                            "but the config has no init")
+            problems.append(
+                "evaluate.epochs: epoch 0 is the init checkpoint (the model before any training), "
+                "but the config has no init"
+            )
         if isinstance(train.get("max-epoch"), int) and max(evaluate.epochs) > train["max-epoch"]:
-            problems.append(f"evaluate.epochs: epoch {max(evaluate.epochs)} is past "
-                            f"train.max-epoch {train['max-epoch']}")
+            problems.append(
+                f"evaluate.epochs: epoch {max(evaluate.epochs)} is past train.max-epoch {train['max-epoch']}"
+            )
 
     teacher = None
     if isinstance(values.get("teacher"), str):
@@ -305,9 +326,19 @@ def check(values: dict, path: Path) -> Config:
     if problems:
         raise ConfigError(f"{path}:\n" + "\n".join(f"  {problem}" for problem in problems))
     return Config(
-        path=path, values=dict(values, seed=seed), data=values["data"], train=dict(train), evaluate=evaluate,
-        seed=seed, description=values.get("description", ""), paper=dict(paper), prepare=values.get("prepare"),
-        count_module=values.get("count_module"), teacher=teacher, distill=distill, init=init,
+        path=path,
+        values=dict(values, seed=seed),
+        data=values["data"],
+        train=dict(train),
+        evaluate=evaluate,
+        seed=seed,
+        description=values.get("description", ""),
+        paper=dict(paper),
+        prepare=values.get("prepare"),
+        count_module=values.get("count_module"),
+        teacher=teacher,
+        distill=distill,
+        init=init,
     )
 
 

@@ -48,8 +48,9 @@ def language_pair(teacher) -> tuple:
         return source, target
     inferred = data_utils.infer_language_pair(teacher.data)
     if inferred == (None, None):
-        raise DistillationFailed(f"{teacher.data}: cannot tell the language pair; "
-                                 "give train.source-lang and train.target-lang")
+        raise DistillationFailed(
+            f"{teacher.data}: cannot tell the language pair; give train.source-lang and train.target-lang"
+        )
     return inferred
 
 
@@ -73,12 +74,23 @@ def distilled_data(student, teacher, teacher_run: Path, teacher_fingerprint: str
     work = folder.with_name(folder.name + ".partial")
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
-    print(f"== distilling: {teacher.path.name} (seed {teacher.seed}) translates the {examples:,} training "
-          f"sentences of {data}", flush=True)
+    print(
+        f"== distilling: {teacher.path.name} (seed {teacher.seed}) translates the {examples:,} training "
+        f"sentences of {data}",
+        flush=True,
+    )
     generate = [
-        "fairseq-generate", str(data), "--user-dir", str(PLUGIN_DIR),
-        "--path", str(teacher_run / "checkpoints" / "checkpoint_best.pt"),
-        "--gen-subset", "train", "--required-batch-size-multiple", "1", "--skip-invalid-size-inputs-valid-test",
+        "fairseq-generate",
+        str(data),
+        "--user-dir",
+        str(PLUGIN_DIR),
+        "--path",
+        str(teacher_run / "checkpoints" / "checkpoint_best.pt"),
+        "--gen-subset",
+        "train",
+        "--required-batch-size-multiple",
+        "1",
+        "--skip-invalid-size-inputs-valid-test",
         *options({"source-lang": source, "target-lang": target, **search}),
     ]
     # fairseq-generate's output is large (five lines a sentence): kept in its own log
@@ -100,9 +112,21 @@ def distilled_data(student, teacher, teacher_run: Path, teacher_fingerprint: str
     for lang, lines in ((source, sources), (target, hypotheses)):
         (work / f"train.{lang}").write_text("".join(lines[i] + "\n" for i in range(examples)), encoding="utf-8")
     preprocess = [
-        "fairseq-preprocess", "--source-lang", source, "--target-lang", target,
-        "--trainpref", str(work / "train"), "--destdir", str(work),
-        "--srcdict", str(data / f"dict.{source}.txt"), "--tgtdict", str(data / f"dict.{target}.txt"), "--workers", "1",
+        "fairseq-preprocess",
+        "--source-lang",
+        source,
+        "--target-lang",
+        target,
+        "--trainpref",
+        str(work / "train"),
+        "--destdir",
+        str(work),
+        "--srcdict",
+        str(data / f"dict.{source}.txt"),
+        "--tgtdict",
+        str(data / f"dict.{target}.txt"),
+        "--workers",
+        "1",
     ]
     commands.run(preprocess, work / "distill.log")  # fairseq-preprocess writes its own preprocess.log
     for split in ("valid", "test"):
@@ -111,7 +135,9 @@ def distilled_data(student, teacher, teacher_run: Path, teacher_fingerprint: str
     for lang in (source, target):
         (work / f"train.{lang}").unlink()  # the binarized copy is what fairseq reads
     distillation = Distillation(
-        data=str(folder), generate_command=shlex.join(generate), preprocess_command=shlex.join(preprocess),
+        data=str(folder),
+        generate_command=shlex.join(generate),
+        preprocess_command=shlex.join(preprocess),
         examples=examples,
     )
     (work / "distill.json").write_text(json.dumps(dataclasses.asdict(distillation), indent=2) + "\n", encoding="utf-8")

@@ -40,7 +40,7 @@ def generation_speed(output: str) -> tuple:
     was set up before fairseq-generate configured it)."""
     for line in output.split("\n"):
         if "fairseq_cli.generate" in line and "Translated " in line and " sentences/s" in line:
-            message = line[line.index("Translated "):]
+            message = line[line.index("Translated ") :]
             seconds = message.split(" in ", 1)[1].split("s (", 1)[0]
             per_second = message.rsplit("(", 1)[1].split(" sentences/s")[0]
             try:
@@ -55,8 +55,13 @@ def bleu(config, fields: dict, run_dir: Path, checkpoint: Path, hypotheses_file:
 
     spec = config.evaluate
     command = [
-        "fairseq-generate", fields["data"], "--user-dir", str(PLUGIN_DIR),
-        "--path", str(checkpoint), *options(spec.generate, fields),
+        "fairseq-generate",
+        fields["data"],
+        "--user-dir",
+        str(PLUGIN_DIR),
+        "--path",
+        str(checkpoint),
+        *options(spec.generate, fields),
     ]
     finished = commands.run(command, run_dir / "evaluate.log")
     hypotheses = generated(finished.stdout)
@@ -73,23 +78,39 @@ def bleu(config, fields: dict, run_dir: Path, checkpoint: Path, hypotheses_file:
     score = metric.corpus_score(ordered, [references])
     seconds, per_second = generation_speed(finished.output)
     return Evaluation(
-        command=shlex.join(command), metric="bleu", score=round(score.score, 2), examples=len(references),
-        seconds=seconds, examples_per_second=per_second, checkpoint=str(checkpoint),
+        command=shlex.join(command),
+        metric="bleu",
+        score=round(score.score, 2),
+        examples=len(references),
+        seconds=seconds,
+        examples_per_second=per_second,
+        checkpoint=str(checkpoint),
         sacrebleu=f"{score} {metric.get_signature()}",
     )
 
 
 def accuracy(config, fields: dict, run_dir: Path, checkpoint: Path, hypotheses_file: Path = None) -> Evaluation:
     command = [
-        "phm-evaluate", fields["data"], "--path", str(checkpoint),
-        "--subset", fill(config.evaluate.subset, fields), "--json",
+        "phm-evaluate",
+        fields["data"],
+        "--path",
+        str(checkpoint),
+        "--subset",
+        fill(config.evaluate.subset, fields),
+        "--json",
     ]
     finished = commands.run(command, run_dir / "evaluate.log")
     report = json.loads(finished.stdout.rstrip("\n").split("\n")[-1])
     return Evaluation(
-        command=shlex.join(command), metric="accuracy", score=round(report["accuracy"], 2),
-        examples=report["examples"], examples_per_second=report["examples_per_second"], checkpoint=str(checkpoint),
-        accuracy=report["accuracy"], labels=report["labels"], confusion=report["confusion"],
+        command=shlex.join(command),
+        metric="accuracy",
+        score=round(report["accuracy"], 2),
+        examples=report["examples"],
+        examples_per_second=report["examples_per_second"],
+        checkpoint=str(checkpoint),
+        accuracy=report["accuracy"],
+        labels=report["labels"],
+        confusion=report["confusion"],
     )
 
 

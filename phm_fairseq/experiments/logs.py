@@ -39,7 +39,9 @@ class LogRecord:
         if not isinstance(values, dict):
             return None
         prefix = f"{self.name}_"
-        return {(key[len(prefix):] if key.startswith(prefix) else key): _number(value) for key, value in values.items()}
+        return {
+            (key[len(prefix) :] if key.startswith(prefix) else key): _number(value) for key, value in values.items()
+        }
 
 
 def _number(value):
@@ -136,9 +138,15 @@ class TrainingLog:
     def curve(self) -> dict:
         """Training loss (every --log-interval updates) and validation loss against updates; where
         a resumed process logged the same update count again, its figure."""
+
         def points(stats):
-            return sorted([n, loss] for n, loss in {int(s["num_updates"]): s["loss"] for s in stats
-                                                    if "num_updates" in s and "loss" in s}.items())
+            return sorted(
+                [n, loss]
+                for n, loss in {
+                    int(s["num_updates"]): s["loss"] for s in stats if "num_updates" in s and "loss" in s
+                }.items()
+            )
+
         return {"train": points(self.inner), "valid": points(self.valid)}
 
 
@@ -154,8 +162,11 @@ def legacy_curve(text: str) -> dict:
             stats = {key.split()[-1]: _number(value) for key, value in pairs}
             target = curve["train"]
         elif record.name == "valid":
-            stats = {item.split()[0]: _number(item.split()[1]) for item in record.message.split(" | ")
-                     if len(item.split()) == 2}
+            stats = {
+                item.split()[0]: _number(item.split()[1])
+                for item in record.message.split(" | ")
+                if len(item.split()) == 2
+            }
             target = curve["valid"]
         else:
             continue

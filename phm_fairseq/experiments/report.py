@@ -72,8 +72,13 @@ def row_order(name: str):
     """Dense first, then quaternion, then PHM by n: the paper's order; epochs of a run after it, in order."""
     name, _, epoch = name.partition("@")
     number = re.search(r"(\d+)$", name)
-    return ("quaternion" in name, "phm" in name, int(number.group(1)) if number else 0, name,
-            int(epoch[:-2]) if epoch else 0)
+    return (
+        "quaternion" in name,
+        "phm" in name,
+        int(number.group(1)) if number else 0,
+        name,
+        int(epoch[:-2]) if epoch else 0,
+    )
 
 
 def ratio(value, reference):
@@ -96,13 +101,17 @@ def run_rows(results) -> list:
         row = mean_of(runs)
         reference = dense.get(column)
         dense_no_emb = reference["params_no_emb"] if reference else row["dense_params_no_emb"]
-        row.update({
-            "column": column,
-            "row": name,
-            "params_change": round(100 * (row["params_no_emb"] / dense_no_emb - 1), 1),
-            "train_speed_vs_dense": ratio(row["train_words_per_s"], reference and reference["train_words_per_s"]),
-            "eval_speed_vs_dense": ratio(row["eval_examples_per_s"], reference and reference["eval_examples_per_s"]),
-        })
+        row.update(
+            {
+                "column": column,
+                "row": name,
+                "params_change": round(100 * (row["params_no_emb"] / dense_no_emb - 1), 1),
+                "train_speed_vs_dense": ratio(row["train_words_per_s"], reference and reference["train_words_per_s"]),
+                "eval_speed_vs_dense": ratio(
+                    row["eval_examples_per_s"], reference and reference["eval_examples_per_s"]
+                ),
+            }
+        )
         rows.append(row)
     return sorted(rows, key=lambda row: (row["column"], row_order(row["row"])))
 
@@ -115,8 +124,9 @@ def mean_of(runs) -> dict:
     training = [entry.result.training for entry in runs]
     scores = [e.score for e in evaluation]
     module = first.parameters.module
-    inference = mean(e.seconds or (e.examples / e.examples_per_second if e.examples_per_second else None)
-                     for e in evaluation)
+    inference = mean(
+        e.seconds or (e.examples / e.examples_per_second if e.examples_per_second else None) for e in evaluation
+    )
     epoch = evaluation[0].epoch
     return {
         "arch": first.arch,
@@ -138,8 +148,9 @@ def mean_of(runs) -> dict:
         "inference_seconds": round(inference, 1) if inference else None,
         "paper_inference_seconds": paper.get("inference_seconds"),
         # an epoch's row: the updates of its checkpoint
-        "updates": int(mean(e.updates if e.epoch is not None and e.updates else t.updates
-                            for e, t in zip(evaluation, training))),
+        "updates": int(
+            mean(e.updates if e.epoch is not None and e.updates else t.updates for e, t in zip(evaluation, training))
+        ),
         "train_commands": [t.command for t in training],
         "evaluate_commands": [e.command for e in evaluation],
     }
@@ -160,11 +171,20 @@ def pivot(rows, value, paper=None) -> list:
 
 
 RUN_COLUMNS = [
-    ("column", "corpus"), ("row", "model"), ("params", "params"), ("params_no_emb", "w/o emb."),
-    ("params_change", "vs dense %"), ("module_params", "counted module"), ("score_cell", "score"),
-    ("train_words_per_s", "train words/s"), ("train_speed_vs_dense", "vs dense"),
-    ("s_per_100_updates", "s/100 updates"), ("eval_examples_per_s", "eval examples/s"),
-    ("eval_speed_vs_dense", "vs dense"), ("inference_seconds", "eval s"), ("updates", "updates"),
+    ("column", "corpus"),
+    ("row", "model"),
+    ("params", "params"),
+    ("params_no_emb", "w/o emb."),
+    ("params_change", "vs dense %"),
+    ("module_params", "counted module"),
+    ("score_cell", "score"),
+    ("train_words_per_s", "train words/s"),
+    ("train_speed_vs_dense", "vs dense"),
+    ("s_per_100_updates", "s/100 updates"),
+    ("eval_examples_per_s", "eval examples/s"),
+    ("eval_speed_vs_dense", "vs dense"),
+    ("inference_seconds", "eval s"),
+    ("updates", "updates"),
     ("seeds", "seeds"),
 ]
 
@@ -178,26 +198,53 @@ def markdown(title, rows, results) -> str:
             r["params_cell"] += f"; {r['module_params']}"
     has_paper = any(r["paper_score"] is not None for r in rows)
     several_seeds = any(r["score_std"] is not None for r in rows)
-    lines = [f"# {title}", "", f"{metric}" + (", mean ± standard deviation over seeds" if several_seeds else "")
-             + (" (the paper's figure in parentheses)" if has_paper else "") + ":", ""]
+    lines = [
+        f"# {title}",
+        "",
+        f"{metric}"
+        + (", mean ± standard deviation over seeds" if several_seeds else "")
+        + (" (the paper's figure in parentheses)" if has_paper else "")
+        + ":",
+        "",
+    ]
     lines += pivot(rows, "score_cell", "paper_score")
-    lines += ["", "Parameters without embeddings (change against the dense model of the same corpus, %)"
-              + (" and of the counted module" if any(r["module_params"] for r in rows) else "")
-              + (" (the paper's figure in parentheses)" if any(r["paper_params"] for r in rows) else "") + ":", ""]
+    lines += [
+        "",
+        "Parameters without embeddings (change against the dense model of the same corpus, %)"
+        + (" and of the counted module" if any(r["module_params"] for r in rows) else "")
+        + (" (the paper's figure in parentheses)" if any(r["paper_params"] for r in rows) else "")
+        + ":",
+        "",
+    ]
     lines += pivot(rows, "params_cell", "paper_params")
     if any(r["paper_s_per_100_updates"] or r["paper_inference_seconds"] for r in rows):
-        lines += ["", "Speed (the paper's figure in parentheses, measured on other hardware):", "",
-                  "| model | corpus | s / 100 updates | inference s |", "|---|---|---|---|"]
-        lines += [f"| {r['row']} | {r['column']} | {_cell(r['s_per_100_updates'], r['paper_s_per_100_updates'])} | "
-                  f"{_cell(r['inference_seconds'], r['paper_inference_seconds'])} |" for r in rows]
-    lines += ["", "Every configuration:", "", "| " + " | ".join(label for _, label in RUN_COLUMNS) + " |",
-              "|" + "---|" * len(RUN_COLUMNS)]
+        lines += [
+            "",
+            "Speed (the paper's figure in parentheses, measured on other hardware):",
+            "",
+            "| model | corpus | s / 100 updates | inference s |",
+            "|---|---|---|---|",
+        ]
+        lines += [
+            f"| {r['row']} | {r['column']} | {_cell(r['s_per_100_updates'], r['paper_s_per_100_updates'])} | "
+            f"{_cell(r['inference_seconds'], r['paper_inference_seconds'])} |"
+            for r in rows
+        ]
+    lines += [
+        "",
+        "Every configuration:",
+        "",
+        "| " + " | ".join(label for _, label in RUN_COLUMNS) + " |",
+        "|" + "---|" * len(RUN_COLUMNS),
+    ]
     lines += ["| " + " | ".join(_cell(r[key]) for key, _ in RUN_COLUMNS) + " |" for r in rows]
     env = results[0].result.environment
     lines += [
-        "", f"Measured with phm-fairseq {env.phm_fairseq} @ {env.git_commit}, torch {env.torch}, "
+        "",
+        f"Measured with phm-fairseq {env.phm_fairseq} @ {env.git_commit}, torch {env.torch}, "
         f"fairseq {env.fairseq}, Python {env.python} on {env.device} (torch threads: {env.threads}), "
-        f"{env.date[:10]}. The commands of each run:", "",
+        f"{env.date[:10]}. The commands of each run:",
+        "",
     ]
     for r in rows:
         lines.append(f"- {r['column']}/{r['row']}:")
@@ -217,7 +264,9 @@ def plot_scores(rows, path: Path):
         sel = sorted((r for r in rows if r["column"] == column), key=lambda r: r["params_no_emb"])
         ax.plot([r["params_no_emb"] for r in sel], [r["score"] for r in sel], "o-", label=column)
         for r in sel:
-            ax.annotate(r["row"], (r["params_no_emb"], r["score"]), textcoords="offset points", xytext=(4, 4), fontsize=7)
+            ax.annotate(
+                r["row"], (r["params_no_emb"], r["score"]), textcoords="offset points", xytext=(4, 4), fontsize=7
+            )
     ax.set_xscale("log")
     ax.set_xlabel("parameters without embeddings")
     ax.set_ylabel(rows[0]["metric"])
@@ -274,9 +323,14 @@ def collect(root: Path, out: Path, title=None) -> list:
         fields = [k for k in rows[0] if not k.endswith("_cell")]
         writer = csv.DictWriter(f, fieldnames=fields, extrasaction="ignore")
         writer.writeheader()
-        writer.writerows({**r, "train_commands": " ; ".join(r["train_commands"]),
-                          "evaluate_commands": " ; ".join(r["evaluate_commands"])} for r in rows)
+        writer.writerows(
+            {
+                **r,
+                "train_commands": " ; ".join(r["train_commands"]),
+                "evaluate_commands": " ; ".join(r["evaluate_commands"]),
+            }
+            for r in rows
+        )
     plot_scores(rows, Path(f"{out}.png"))
     plot_curves(results, Path(f"{out}.curves.png"))
     return rows
-

@@ -174,8 +174,10 @@ class Result:
     def from_dict(cls, data: dict) -> "Result":
         version = data.get("schema_version", 0)
         if not isinstance(version, int) or version > SCHEMA_VERSION:
-            raise ValueError(f"schema_version {version!r} is newer than this phm-fairseq's ({SCHEMA_VERSION}): "
-                             "read it with the version that wrote it")
+            raise ValueError(
+                f"schema_version {version!r} is newer than this phm-fairseq's ({SCHEMA_VERSION}): "
+                "read it with the version that wrote it"
+            )
         if version == 0:  # before the schema: the same fields, less the new ones; accuracy's report was inline
             data = {**data, "schema_version": SCHEMA_VERSION}
         return from_json(cls, data)

@@ -19,13 +19,12 @@ import time
 from pathlib import Path
 
 from . import commands, evaluation
-from .commands import CommandFailed, PLUGIN_DIR, options
+from .commands import PLUGIN_DIR, CommandFailed, options
 from .config import Config, fill, load_config
 from .distill import distilled_data
 from .fingerprint import Fingerprint
 from .logs import TrainingLog
-from .results import (Environment, ExitAfterTraining, Init, Parameters, Result, ResultError, Teacher, Training,
-                      from_json)
+from .results import Environment, ExitAfterTraining, Init, Parameters, Result, ResultError, Teacher, Training, from_json
 
 CHECKPOINTS = "checkpoints"
 BEST = "checkpoint_best.pt"
@@ -39,7 +38,7 @@ class RunError(RuntimeError):
 
 def run_directory(config_path: Path, runs_dir: Path, seed) -> Path:
     parts = Path(config_path).resolve().with_suffix("").parts
-    relative = parts[len(parts) - parts[::-1].index("configs"):] if "configs" in parts else parts[-1:]
+    relative = parts[len(parts) - parts[::-1].index("configs") :] if "configs" in parts else parts[-1:]
     return Path(runs_dir).joinpath(*relative, f"seed{seed}")
 
 
@@ -121,8 +120,9 @@ class Runner:
         prepared = None
         if not is_prepared(Path(config.data)):
             if not config.prepare:
-                raise RunError(f"{config.path}: {config.data} holds no fairseq data and the config has no "
-                               "`prepare` command")
+                raise RunError(
+                    f"{config.path}: {config.data} holds no fairseq data and the config has no `prepare` command"
+                )
             prepared = fill(config.prepare, fields)
             print(f"== {name}: preparing {config.data}", flush=True)
             commands.run_shell(prepared, run_dir / "prepare.log")
@@ -133,8 +133,9 @@ class Runner:
         else:
             distillation, train_data = None, config.data
             if config.distill is not None:
-                folder, distillation = distilled_data(config, teacher_config, Path(fields["teacher"]),
-                                                      self.fingerprint(teacher_config).sha256)
+                folder, distillation = distilled_data(
+                    config, teacher_config, Path(fields["teacher"]), self.fingerprint(teacher_config).sha256
+                )
                 train_data = str(folder)
             fingerprint.write(run_dir / CHECKPOINTS, config.path)
             init = self._init(config, fields, run_dir)
@@ -150,28 +151,46 @@ class Runner:
             checkpoint = Path(init.checkpoint) if epoch == 0 else checkpoints / f"checkpoint{epoch}.pt"
             if not checkpoint.is_file():
                 saved = sorted(p.name for p in checkpoints.glob("checkpoint[0-9]*.pt"))
-                raise RunError(f"{config.path}: evaluate.epochs asks for epoch {epoch}, but the training saved no "
-                               f"{checkpoint} (its epoch checkpoints: {', '.join(saved) or 'none'})")
+                raise RunError(
+                    f"{config.path}: evaluate.epochs asks for epoch {epoch}, but the training saved no "
+                    f"{checkpoint} (its epoch checkpoints: {', '.join(saved) or 'none'})"
+                )
             epochs.append(evaluation.evaluate(config, fields, run_dir, checkpoint, epoch=epoch))
             epochs[-1].updates = saved_updates(checkpoint)
 
         from phm_fairseq.provenance import environment
 
         result = Result(
-            config=str(config.path), config_sha256=config.sha256, description=config.description,
-            paper=config.paper, seed=config.seed, arch=config.arch, prepare_command=prepared,
+            config=str(config.path),
+            config_sha256=config.sha256,
+            description=config.description,
+            paper=config.paper,
+            seed=config.seed,
+            arch=config.arch,
+            prepare_command=prepared,
             parameters=count_parameters_of(checkpoints / BEST, config.count_module),
-            training=training, evaluation=best, epoch_evaluations=epochs,
+            training=training,
+            evaluation=best,
+            epoch_evaluations=epochs,
             environment=from_json(Environment, environment()),
-            fingerprint=fingerprint.sha256, config_values=config.values,
-            teacher=Teacher(config=str(teacher_config.path), run=fields["teacher"],
-                            fingerprint=self.fingerprint(teacher_config).sha256) if teacher_config else None,
-            distillation=distillation, init=init,
+            fingerprint=fingerprint.sha256,
+            config_values=config.values,
+            teacher=Teacher(
+                config=str(teacher_config.path),
+                run=fields["teacher"],
+                fingerprint=self.fingerprint(teacher_config).sha256,
+            )
+            if teacher_config
+            else None,
+            distillation=distillation,
+            init=init,
         )
         result.write(result_path)
         scores = ", ".join(f"after epoch {e.epoch}: {e.score}" for e in epochs)
-        print(f"== {name}: {best.metric} {best.score}" + (f" ({scores})" if scores else "") + f" -> {result_path}",
-              flush=True)
+        print(
+            f"== {name}: {best.metric} {best.score}" + (f" ({scores})" if scores else "") + f" -> {result_path}",
+            flush=True,
+        )
         self.done[config.path, config.seed] = result
         return result
 
@@ -194,15 +213,26 @@ class Runner:
         print(f"== {config.path.name}: init", flush=True)
         commands.run_shell(command, run_dir / "init.log")
         if not checkpoint.is_file():
-            raise RunError(f"{config.path}: the init command wrote no checkpoint at {checkpoint} "
-                           f"(init.checkpoint; see {run_dir / 'init.log'})")
+            raise RunError(
+                f"{config.path}: the init command wrote no checkpoint at {checkpoint} "
+                f"(init.checkpoint; see {run_dir / 'init.log'})"
+            )
         return Init(command=command, checkpoint=str(checkpoint))
 
 
 def train_command(config: Config, fields: dict, run_dir: Path, data: str, init_checkpoint=None) -> list:
     command = [
-        "fairseq-train", data, "--user-dir", str(PLUGIN_DIR), "--save-dir", str(run_dir / CHECKPOINTS),
-        "--seed", str(config.seed), "--log-format", "json", *options(config.train, fields),
+        "fairseq-train",
+        data,
+        "--user-dir",
+        str(PLUGIN_DIR),
+        "--save-dir",
+        str(run_dir / CHECKPOINTS),
+        "--seed",
+        str(config.seed),
+        "--log-format",
+        "json",
+        *options(config.train, fields),
     ]
     return command + (["--finetune-from-model", str(init_checkpoint)] if init_checkpoint else [])
 
@@ -216,8 +246,11 @@ def train(config: Config, fields: dict, run_dir: Path, data: str, init_checkpoin
     max_update = config.train.get("max-update")
     if saved is not None and isinstance(max_update, int) and saved >= max_update and (run_dir / "train.log").exists():
         # resuming a finished run, fairseq-train would train one update past max-update
-        print(f"== {config.path.name}: checkpoint_last.pt is at update {saved} (train.max-update {max_update}): "
-              "the training finished already", flush=True)
+        print(
+            f"== {config.path.name}: checkpoint_last.pt is at update {saved} (train.max-update {max_update}): "
+            "the training finished already",
+            flush=True,
+        )
         finished = None
     else:
         finished = commands.run(command, run_dir / "train.log", check=False)
@@ -226,18 +259,26 @@ def train(config: Config, fields: dict, run_dir: Path, data: str, init_checkpoin
         if updates is None:
             raise CommandFailed(finished.command, finished.returncode, run_dir / "train.log", finished.stderr_tail)
         crashed = ExitAfterTraining(returncode=finished.returncode, stderr_tail=finished.stderr_tail)
-        print(f"== {config.path.name}: fairseq-train exited with code {finished.returncode} AFTER it finished "
-              f"training (\"done training\" logged, checkpoint_last.pt at update {updates}): the training is "
-              "complete and is kept; result.json records the exit (training.crashed_at_exit)", flush=True)
+        print(
+            f"== {config.path.name}: fairseq-train exited with code {finished.returncode} AFTER it finished "
+            f'training ("done training" logged, checkpoint_last.pt at update {updates}): the training is '
+            "complete and is kept; result.json records the exit (training.crashed_at_exit)",
+            flush=True,
+        )
     log = TrainingLog.parse((run_dir / "train.log").read_text(encoding="utf-8"))
     last = log.epochs[-1] if log.epochs else {}
     return Training(
         command=shlex.join(command),
-        updates=log.final_updates or 0, epochs=len(log.epochs), **log.speed(),
+        updates=log.final_updates or 0,
+        epochs=len(log.epochs),
+        **log.speed(),
         final_train_loss=last.get("loss"),
         best_valid_loss=min((v["loss"] for v in log.valid if "loss" in v), default=None),
-        wall_seconds=round(time.time() - started, 1), resumed_from_updates=log.resumed_from_updates,
-        curve=log.curve(), crashed_at_exit=crashed, data=data if data != config.data else None,
+        wall_seconds=round(time.time() - started, 1),
+        resumed_from_updates=log.resumed_from_updates,
+        curve=log.curve(),
+        crashed_at_exit=crashed,
+        data=data if data != config.data else None,
     )
 
 
@@ -258,8 +299,11 @@ def adopt_legacy(previous: Result, config: Config, fields: dict, run_dir: Path, 
     if training_options(shlex.split(previous.training.command)) != expected:
         return False
     fingerprint.write(checkpoints, config.path)
-    print(f"== {config.path.name}: {checkpoints} were trained by this config (an earlier phm-run, the same "
-          "fairseq-train command): fingerprinted", flush=True)
+    print(
+        f"== {config.path.name}: {checkpoints} were trained by this config (an earlier phm-run, the same "
+        "fairseq-train command): fingerprinted",
+        flush=True,
+    )
     return True
 
 
@@ -284,16 +328,21 @@ def check_checkpoints(run_dir: Path, fingerprint: Fingerprint, config: Config) -
     if not saved:
         return
     found = Fingerprint.read(checkpoints)
-    remedy = (f"To train {config.path.name} from scratch, run it again with --force (it removes this run's "
-              f"checkpoints and logs), or save the edited config under another name to keep both runs.")
+    remedy = (
+        f"To train {config.path.name} from scratch, run it again with --force (it removes this run's "
+        f"checkpoints and logs), or save the edited config under another name to keep both runs."
+    )
     if found is None:
-        raise RunError(f"{checkpoints} holds checkpoints ({', '.join(p.name for p in saved)}) without a "
-                       f"fingerprint: phm-run cannot tell which config trained them (an older phm-run, or "
-                       f"copied by hand). {remedy}")
+        raise RunError(
+            f"{checkpoints} holds checkpoints ({', '.join(p.name for p in saved)}) without a "
+            f"fingerprint: phm-run cannot tell which config trained them (an older phm-run, or "
+            f"copied by hand). {remedy}"
+        )
     if found.sha256 != fingerprint.sha256:
         changes = "\n".join(f"  {line}" for line in found.changes(fingerprint))
-        raise RunError(f"{checkpoints} were trained with another config than {config.path} has now:\n{changes}\n"
-                       f"{remedy}")
+        raise RunError(
+            f"{checkpoints} were trained with another config than {config.path} has now:\n{changes}\n{remedy}"
+        )
 
 
 def clean(run_dir: Path, config: Config, fields: dict) -> None:
@@ -337,8 +386,10 @@ def check_all(paths, runs_dir: Path, seeds=None) -> list:
         if config.teacher:
             teacher = check(config.teacher, (*chain, path))
             if config.distill is not None and Path(config.data).resolve() != Path(teacher.data).resolve():
-                raise ConfigError(f"{path}:\n  distill: the student trains on its teacher's data with its "
-                                  f"dictionaries: data {config.data} is not the teacher's {teacher.data}")
+                raise ConfigError(
+                    f"{path}:\n  distill: the student trains on its teacher's data with its "
+                    f"dictionaries: data {config.data} is not the teacher's {teacher.data}"
+                )
         if path not in checked:
             checked.add(path)
             fields = {"data": config.data, "run": str(run_directory(path, runs_dir, config.seed)), "teacher": "TEACHER"}

@@ -58,18 +58,34 @@ def compress_into(dense: nn.Module, target: nn.Module, progress=iter) -> list:
             factors = fit_phm_layer(layer, weight, bias)
             state.update({f"{name}.{key}": value for key, value in layer.state_dict().items()})
             used |= keys
-            kind = "quaternion" if isinstance(layer, QuaternionLinear) else f"PHM {layer.rule}" + (
-                f", rank {layer.rank}" if layer.rank is not None else "")
-            report.append(CompressedLayer(name, layer.out_features, layer.in_features, layer.n, kind,
-                                          factors.relative_error, float(weight.double().square().sum())))
+            kind = (
+                "quaternion"
+                if isinstance(layer, QuaternionLinear)
+                else f"PHM {layer.rule}" + (f", rank {layer.rank}" if layer.rank is not None else "")
+            )
+            report.append(
+                CompressedLayer(
+                    name,
+                    layer.out_features,
+                    layer.in_features,
+                    layer.n,
+                    kind,
+                    factors.relative_error,
+                    float(weight.double().square().sum()),
+                )
+            )
     state.update({key: value for key, value in dense.state_dict().items() if key not in used})
     expected = set(target.state_dict())
     left_out, unset = [key for key in state if key not in expected], [key for key in expected if key not in state]
     if left_out or unset:
-        parts = (("the dense model's", left_out, "would be left out"),
-                 ("the target's", sorted(unset), "would be left unset"))
-        raise CompressionError("the dense model and the target do not correspond one to one: "
-                               + "; ".join(f"{whose} {_some(keys)} {what}" for whose, keys, what in parts if keys))
+        parts = (
+            ("the dense model's", left_out, "would be left out"),
+            ("the target's", sorted(unset), "would be left unset"),
+        )
+        raise CompressionError(
+            "the dense model and the target do not correspond one to one: "
+            + "; ".join(f"{whose} {_some(keys)} {what}" for whose, keys, what in parts if keys)
+        )
     try:
         target.load_state_dict(state, strict=True)
     except RuntimeError as error:  # e.g. parameters of other shapes

@@ -8,8 +8,7 @@ from .attention import HypercomplexMultiheadAttention
 
 
 def _linear_like(weight, bias) -> nn.Linear:
-    layer = nn.Linear(weight.shape[1], weight.shape[0], bias=bias is not None,
-                      device=weight.device, dtype=weight.dtype)
+    layer = nn.Linear(weight.shape[1], weight.shape[0], bias=bias is not None, device=weight.device, dtype=weight.dtype)
     layer.weight.data.copy_(weight.detach())
     if bias is not None:
         layer.bias.data.copy_(bias.detach())

@@ -3,7 +3,10 @@
 from ..modules import KINDS, RULES, SHARED_RULE_SCOPES, LinearSpec
 
 PHM_FLAGS = {
-    "phm_n": "--phm-n", "phm_rule": "--phm-rule", "phm_rank": "--phm-rank", "phm_shared_rule": "--phm-shared-rule",
+    "phm_n": "--phm-n",
+    "phm_rule": "--phm-rule",
+    "phm_rank": "--phm-rank",
+    "phm_shared_rule": "--phm-shared-rule",
 }
 """The flags of PHM models only, by the attribute that argparse gives them."""
 
@@ -11,32 +14,40 @@ PHM_FLAGS = {
 def add_linear_args(parser) -> None:
     group = parser.add_argument_group("hypercomplex layers (phm-fairseq)")
     group.add_argument(
-        "--linear-kind", choices=KINDS,
+        "--linear-kind",
+        choices=KINDS,
         help="how the linear maps of the model's layers are built: dense (nn.Linear), phm or quaternion "
-             "(Hamilton products); the architecture sets it (phm_* archs: phm, quaternion_*: quaternion, "
-             "the others: dense)",
+        "(Hamilton products); the architecture sets it (phm_* archs: phm, quaternion_*: quaternion, "
+        "the others: dense)",
     )
     group.add_argument(
-        "--phm-n", type=int, metavar="N",
+        "--phm-n",
+        type=int,
+        metavar="N",
         help="PHM models: number of Kronecker products; every PHM layer has 1/N of the weights "
-             "of the dense layer it replaces. N must divide every feature size of the model",
+        "of the dense layer it replaces. N must divide every feature size of the model",
     )
     group.add_argument(
-        "--phm-rule", choices=RULES, metavar="RULE",
+        "--phm-rule",
+        choices=RULES,
+        metavar="RULE",
         help="PHM models: how the A_i are obtained: learned (default; random start), algebra-init "
-             "(learned from the rule of the N-dim Cayley-Dickson algebra) or algebra-frozen "
-             "(fixed to that rule); the algebra rules need N in 1, 2, 4, 8, 16",
+        "(learned from the rule of the N-dim Cayley-Dickson algebra) or algebra-frozen "
+        "(fixed to that rule); the algebra rules need N in 1, 2, 4, 8, 16",
     )
     group.add_argument(
-        "--phm-shared-rule", choices=SHARED_RULE_SCOPES,
+        "--phm-shared-rule",
+        choices=SHARED_RULE_SCOPES,
         help="PHM models: one A (the N^3 rule) for every PHM layer of the model, or one per side "
-             "(encoder, decoder), as Compacter's shared_phm_rule; the rule is a parameter counted once. "
-             "Default: every layer learns its own A",
+        "(encoder, decoder), as Compacter's shared_phm_rule; the rule is a parameter counted once. "
+        "Default: every layer learns its own A",
     )
     group.add_argument(
-        "--phm-rank", type=int, metavar="R",
+        "--phm-rank",
+        type=int,
+        metavar="R",
         help="PHM models: each S_i is the product of (out/N x R) and (R x in/N) factors, as Compacter's "
-             "factorized weights: R*(out+in) weights per layer instead of out*in/N. Default: full S_i",
+        "factorized weights: R*(out+in) weights per layer instead of out*in/N. Default: full S_i",
     )
 
 
@@ -60,7 +71,10 @@ def linear_spec_from_args(args, feature_sizes: dict) -> LinearSpec:
             raise ValueError("PHM models need --phm-n N (the paper uses 2, 4, 8 and 16)")
         try:
             spec = LinearSpec(
-                "phm", n=args.phm_n, rule=given.get("--phm-rule", "learned"), rank=given.get("--phm-rank"),
+                "phm",
+                n=args.phm_n,
+                rule=given.get("--phm-rule", "learned"),
+                rank=given.get("--phm-rank"),
                 shared_rule=given.get("--phm-shared-rule"),
             )
         except ValueError as error:

@@ -29,16 +29,37 @@ PAIR_FEATURES = {"concat": 2, "matching": 4}
 class SentenceEncoder(LSTMEncoder):
     """fairseq's LSTM encoder with the LSTM replaced by a HypercomplexLSTM; pools to one vector."""
 
-    def __init__(self, dictionary, embed_tokens, embed_dim, hidden_size, num_layers, bidirectional,
-                 dropout, linear: LinearSpec, gate_layout: str):
+    def __init__(
+        self,
+        dictionary,
+        embed_tokens,
+        embed_dim,
+        hidden_size,
+        num_layers,
+        bidirectional,
+        dropout,
+        linear: LinearSpec,
+        gate_layout: str,
+    ):
         super().__init__(
-            dictionary, embed_dim=embed_dim, hidden_size=hidden_size, num_layers=num_layers,
-            dropout_in=dropout, dropout_out=dropout, bidirectional=bidirectional, left_pad=False,
+            dictionary,
+            embed_dim=embed_dim,
+            hidden_size=hidden_size,
+            num_layers=num_layers,
+            dropout_in=dropout,
+            dropout_out=dropout,
+            bidirectional=bidirectional,
+            left_pad=False,
             pretrained_embed=embed_tokens,
         )
         self.lstm = HypercomplexLSTM(
-            embed_dim, hidden_size, linear, num_layers=num_layers, bidirectional=bidirectional,
-            gate_layout=gate_layout, dropout=dropout if num_layers > 1 else 0.0,
+            embed_dim,
+            hidden_size,
+            linear,
+            num_layers=num_layers,
+            bidirectional=bidirectional,
+            gate_layout=gate_layout,
+            dropout=dropout if num_layers > 1 else 0.0,
         )
 
     def sentence_vectors(self, tokens, lengths):
@@ -55,8 +76,12 @@ class PairClassifier(nn.Module):
         dense = LinearSpec("dense")
         self.features = features
         self.hidden = nn.Sequential(
-            dense.build(PAIR_FEATURES[features] * sentence_dim, hidden_dim), nn.ReLU(), nn.Dropout(dropout),
-            dense.build(hidden_dim, hidden_dim), nn.ReLU(), nn.Dropout(dropout),
+            dense.build(PAIR_FEATURES[features] * sentence_dim, hidden_dim),
+            nn.ReLU(),
+            nn.Dropout(dropout),
+            dense.build(hidden_dim, hidden_dim),
+            nn.ReLU(),
+            nn.Dropout(dropout),
         )
         self.output = dense.build(hidden_dim, num_classes)
 
@@ -77,45 +102,74 @@ class LSTMNLIModel(BaseFairseqModel):
 
     @staticmethod
     def add_args(parser):
-        parser.add_argument("--encoder-embed-dim", type=int, metavar="D",
-                            help="encoder input size (word vectors of another size are projected to it)")
+        parser.add_argument(
+            "--encoder-embed-dim",
+            type=int,
+            metavar="D",
+            help="encoder input size (word vectors of another size are projected to it)",
+        )
         parser.add_argument("--encoder-hidden-size", type=int, metavar="H", help="LSTM hidden size")
         parser.add_argument("--encoder-layers", type=int, metavar="L", help="stacked LSTM layers")
         parser.add_argument("--encoder-bidirectional", action="store_true", help="bidirectional LSTM")
-        parser.add_argument("--gate-layout", choices=GATE_LAYOUTS,
-                            help="per-gate: a map per gate and input (default; Table 1's counts); "
-                                 "fused: one map in -> 4H per input")
-        parser.add_argument("--dropout", type=float, metavar="P",
-                            help="dropout of word vectors, LSTM outputs (and between layers) and the MLP")
+        parser.add_argument(
+            "--gate-layout",
+            choices=GATE_LAYOUTS,
+            help="per-gate: a map per gate and input (default; Table 1's counts); fused: one map in -> 4H per input",
+        )
+        parser.add_argument(
+            "--dropout",
+            type=float,
+            metavar="P",
+            help="dropout of word vectors, LSTM outputs (and between layers) and the MLP",
+        )
         parser.add_argument("--classifier-hidden-dim", type=int, metavar="D", help="MLP hidden size (two layers)")
-        parser.add_argument("--pair-features", choices=sorted(PAIR_FEATURES),
-                            help="matching: [u; v; |u-v|; u*v] (default); concat: [u; v]")
-        parser.add_argument("--glove", metavar="FILE",
-                            help="GloVe-format word vectors (text or .gz, any size); without it, learned embeddings")
-        parser.add_argument("--glove-trainable", action="store_true",
-                            help="fine-tune the GloVe vectors (they are fixed by default, as in the paper)")
+        parser.add_argument(
+            "--pair-features",
+            choices=sorted(PAIR_FEATURES),
+            help="matching: [u; v; |u-v|; u*v] (default); concat: [u; v]",
+        )
+        parser.add_argument(
+            "--glove",
+            metavar="FILE",
+            help="GloVe-format word vectors (text or .gz, any size); without it, learned embeddings",
+        )
+        parser.add_argument(
+            "--glove-trainable",
+            action="store_true",
+            help="fine-tune the GloVe vectors (they are fixed by default, as in the paper)",
+        )
         add_linear_args(parser)
 
     @classmethod
     def build_model(cls, args, task):
         base_architecture(args)
-        linear = linear_spec_from_args(args, {"--encoder-embed-dim": args.encoder_embed_dim,
-                                              "--encoder-hidden-size": args.encoder_hidden_size})
+        linear = linear_spec_from_args(
+            args, {"--encoder-embed-dim": args.encoder_embed_dim, "--encoder-hidden-size": args.encoder_hidden_size}
+        )
         dictionary = task.source_dictionary
         embed_tokens = None
         if args.glove:
             # A model loaded from a checkpoint knows the vectors' size and gets their values from
             # the checkpoint: the GloVe file need not be there any more.
             from_checkpoint = getattr(args, "glove_dim", None)
-            embed_tokens = glove_embeddings(args.glove, dictionary, args.encoder_embed_dim,
-                                            trainable=args.glove_trainable, dim=from_checkpoint)
+            embed_tokens = glove_embeddings(
+                args.glove, dictionary, args.encoder_embed_dim, trainable=args.glove_trainable, dim=from_checkpoint
+            )
             args.glove_dim = embed_tokens.embedding.embedding_dim
         encoder = SentenceEncoder(
-            dictionary, embed_tokens, args.encoder_embed_dim, args.encoder_hidden_size, args.encoder_layers,
-            args.encoder_bidirectional, args.dropout, linear, args.gate_layout,
+            dictionary,
+            embed_tokens,
+            args.encoder_embed_dim,
+            args.encoder_hidden_size,
+            args.encoder_layers,
+            args.encoder_bidirectional,
+            args.dropout,
+            linear,
+            args.gate_layout,
         )
-        classifier = PairClassifier(2 * encoder.output_units, args.classifier_hidden_dim, len(task.labels),
-                                    args.dropout, args.pair_features)
+        classifier = PairClassifier(
+            2 * encoder.output_units, args.classifier_hidden_dim, len(task.labels), args.dropout, args.pair_features
+        )
         mark_plugin_checkpoint(args)
         return linear.finish_model(cls(encoder, classifier), sides=(encoder,))
 
@@ -125,7 +179,9 @@ class LSTMNLIModel(BaseFairseqModel):
         lengths = torch.cat([premise_lengths, hypothesis_lengths])
         width = int(lengths.max())
         pad = self.encoder.padding_idx
-        tokens = torch.cat([F.pad(s[:, :width], (0, width - min(width, s.size(1))), value=pad) for s in (premise, hypothesis)])
+        tokens = torch.cat(
+            [F.pad(s[:, :width], (0, width - min(width, s.size(1))), value=pad) for s in (premise, hypothesis)]
+        )
         vectors = self.encoder.sentence_vectors(tokens, lengths)
         u, v = vectors.chunk(2)
         return self.classifier(u, v)

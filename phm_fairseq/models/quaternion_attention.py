@@ -122,9 +122,11 @@ class QuaternionMultiheadAttention(HypercomplexMultiheadAttention):
         if attn_mask is not None:
             logits = logits + attn_mask
         if key_padding_mask is not None and key_padding_mask.dim() > 0:
-            logits = logits.view(bsz, self.num_heads, 4, tgt_len, src_len).masked_fill(
-                key_padding_mask.view(bsz, 1, 1, 1, src_len).to(torch.bool), float("-inf")
-            ).view(bsz * self.num_heads, 4, tgt_len, src_len)
+            logits = (
+                logits.view(bsz, self.num_heads, 4, tgt_len, src_len)
+                .masked_fill(key_padding_mask.view(bsz, 1, 1, 1, src_len).to(torch.bool), float("-inf"))
+                .view(bsz * self.num_heads, 4, tgt_len, src_len)
+            )
         if before_softmax:
             return logits, v
 

@@ -39,8 +39,12 @@ class TransformerLinearMaps:
     def build_attention(self, embed_dim, num_heads, self_attention=False, **kwargs):
         attention = QuaternionMultiheadAttention if self.quaternion_attention else HypercomplexMultiheadAttention
         return attention(
-            embed_dim, num_heads, linear=self.attention, fused_qkv=self.fused_qkv and self_attention,
-            self_attention=self_attention, **kwargs,
+            embed_dim,
+            num_heads,
+            linear=self.attention,
+            fused_qkv=self.fused_qkv and self_attention,
+            self_attention=self_attention,
+            **kwargs,
         )
 
 
@@ -71,8 +75,11 @@ class HypercomplexTransformerEncoderLayer(_HypercomplexLayer, TransformerEncoder
 
     def build_self_attention(self, embed_dim, cfg):
         return self.maps.build_attention(
-            embed_dim, cfg.encoder.attention_heads, self_attention=True,
-            dropout=cfg.attention_dropout, xformers_att_config=cfg.encoder.xformers_att_config,
+            embed_dim,
+            cfg.encoder.attention_heads,
+            self_attention=True,
+            dropout=cfg.attention_dropout,
+            xformers_att_config=cfg.encoder.xformers_att_config,
         )
 
 
@@ -83,16 +90,24 @@ class HypercomplexTransformerDecoderLayer(_HypercomplexLayer, TransformerDecoder
 
     def build_self_attention(self, embed_dim, cfg, add_bias_kv=False, add_zero_attn=False):
         return self.maps.build_attention(
-            embed_dim, cfg.decoder.attention_heads, self_attention=not cfg.cross_self_attention,
-            dropout=cfg.attention_dropout, add_bias_kv=add_bias_kv, add_zero_attn=add_zero_attn,
+            embed_dim,
+            cfg.decoder.attention_heads,
+            self_attention=not cfg.cross_self_attention,
+            dropout=cfg.attention_dropout,
+            add_bias_kv=add_bias_kv,
+            add_zero_attn=add_zero_attn,
             xformers_att_config=cfg.decoder.xformers_att_config,
         )
 
     def build_encoder_attention(self, embed_dim, cfg):
         return self.maps.build_attention(
-            embed_dim, cfg.decoder.attention_heads, kdim=cfg.encoder.embed_dim,
-            vdim=cfg.encoder.embed_dim, dropout=cfg.attention_dropout,
-            encoder_decoder_attention=True, xformers_att_config=cfg.encoder.xformers_att_config,
+            embed_dim,
+            cfg.decoder.attention_heads,
+            kdim=cfg.encoder.embed_dim,
+            vdim=cfg.encoder.embed_dim,
+            dropout=cfg.attention_dropout,
+            encoder_decoder_attention=True,
+            xformers_att_config=cfg.encoder.xformers_att_config,
         )
 
 
@@ -132,20 +147,23 @@ def add_hypercomplex_args(parser) -> None:
     add_linear_args(parser)
     group = parser.add_argument_group("hypercomplex Transformer (phm-fairseq)")
     group.add_argument(
-        "--qkv-projection", choices=["fused", "separate"],
+        "--qkv-projection",
+        choices=["fused", "separate"],
         help="self-attention Q, K, V: one projection of output 3 x embed_dim split three "
-             "ways (fused, as Zhang et al. write it; the default of PHM models) or three "
-             "projections (separate; the default of the others)",
+        "ways (fused, as Zhang et al. write it; the default of PHM models) or three "
+        "projections (separate; the default of the others)",
     )
     group.add_argument(
-        "--dense-ffn", action="store_true",
+        "--dense-ffn",
+        action="store_true",
         help="keep the feed-forward layers dense: only the attention projections are "
-             "hypercomplex (the 'partial' variant of Tay et al.)",
+        "hypercomplex (the 'partial' variant of Tay et al.)",
     )
     group.add_argument(
-        "--quaternion-attention", action="store_true",
+        "--quaternion-attention",
+        action="store_true",
         help="quaternion models: Tay et al.'s attention, four logit maps from the Hamilton product of "
-             "Q and K, one softmax each, each weighting its component of V (needs --qkv-projection separate)",
+        "Q and K, one softmax each, each weighting its component of V (needs --qkv-projection separate)",
     )
 
 

@@ -102,7 +102,8 @@ def glove_embeddings(path: str, dictionary, output_dim: int, trainable: bool = F
     logger.info(
         f"GloVe {path}: {dim}-d vectors for {len(found)} of {len(indices)} dictionary words "
         f"({100.0 * len(found) / max(len(indices), 1):.1f}%, {by_lowercase} of them by lowercasing; "
-        f"{100.0 * covered_tokens / total_tokens:.1f}% of the training tokens); {'fine-tuned' if trainable else 'fixed'}"
+        f"{100.0 * covered_tokens / total_tokens:.1f}% of the training tokens); "
+        f"{'fine-tuned' if trainable else 'fixed'}"
         + (f"; projected {dim} -> {output_dim}" if dim != output_dim else "")
     )
     return WordVectors(weight, dictionary.pad(), output_dim, trainable)

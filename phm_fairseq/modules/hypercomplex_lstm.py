@@ -13,7 +13,7 @@ import math
 from typing import Optional, Tuple
 
 import torch
-from torch import Tensor, _VF, nn
+from torch import _VF, Tensor, nn
 from torch.nn.utils.rnn import PackedSequence
 
 from .linear_spec import LinearSpec
@@ -37,11 +37,16 @@ class GateMaps(nn.Module):
                 linear.build(input_size, hidden_size, bias=False, gain=gain(input_size, hidden_size)) for _ in range(4)
             )
             self.hidden_maps = nn.ModuleList(
-                linear.build(hidden_size, hidden_size, bias=False, gain=gain(hidden_size, hidden_size)) for _ in range(4)
+                linear.build(hidden_size, hidden_size, bias=False, gain=gain(hidden_size, hidden_size))
+                for _ in range(4)
             )
         elif gate_layout == "fused":
-            self.input_map = linear.build(input_size, 4 * hidden_size, bias=False, gain=gain(input_size, 4 * hidden_size))
-            self.hidden_map = linear.build(hidden_size, 4 * hidden_size, bias=False, gain=gain(hidden_size, 4 * hidden_size))
+            self.input_map = linear.build(
+                input_size, 4 * hidden_size, bias=False, gain=gain(input_size, 4 * hidden_size)
+            )
+            self.hidden_map = linear.build(
+                hidden_size, 4 * hidden_size, bias=False, gain=gain(hidden_size, 4 * hidden_size)
+            )
         else:
             raise ValueError(f"unknown gate layout {gate_layout!r}: choose one of {', '.join(GATE_LAYOUTS)}")
         self.gate_layout = gate_layout
@@ -125,7 +130,15 @@ class HypercomplexLSTM(nn.Module):
             output = PackedSequence(output, batch_sizes, sorted_indices, unsorted_indices)
         else:
             output, h, c = _VF.lstm(
-                data, hx, params, True, self.num_layers, self.dropout, self.training, self.bidirectional, self.batch_first
+                data,
+                hx,
+                params,
+                True,
+                self.num_layers,
+                self.dropout,
+                self.training,
+                self.bidirectional,
+                self.batch_first,
             )
         if unsorted_indices is not None:
             h, c = h.index_select(1, unsorted_indices), c.index_select(1, unsorted_indices)

@@ -60,9 +60,16 @@ class LinearSpec:
         if self.kind not in KINDS:
             raise ValueError(f"unknown linear kind {self.kind!r}: choose one of {', '.join(KINDS)}")
         if self.kind != "phm":
-            given = [f"{name}={value!r}" for name, value, default in (
-                ("n", self.n, 1), ("rule", self.rule, "learned"), ("rank", self.rank, None),
-                ("shared_rule", self.shared_rule, None)) if value != default]
+            given = [
+                f"{name}={value!r}"
+                for name, value, default in (
+                    ("n", self.n, 1),
+                    ("rule", self.rule, "learned"),
+                    ("rank", self.rank, None),
+                    ("shared_rule", self.shared_rule, None),
+                )
+                if value != default
+            ]
             if given:
                 raise ValueError(
                     f"{', '.join(given)}: n, rule, rank and shared_rule are options of PHM layers (kind='phm'), "

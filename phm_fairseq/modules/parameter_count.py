@@ -40,10 +40,7 @@ def is_embedding(name: str, module: nn.Module) -> bool:
 def count_parameters(model: nn.Module) -> ParameterCount:
     params = {id(p): p for p in model.parameters()}
     embeddings = {
-        id(p)
-        for name, module in model.named_modules()
-        if is_embedding(name, module)
-        for p in module.parameters()
+        id(p) for name, module in model.named_modules() if is_embedding(name, module) for p in module.parameters()
     }
     hypercomplex = [m for m in model.modules() if isinstance(m, PHMLinear)]
     compressed = {id(p) for m in hypercomplex for p in m.parameters(recurse=False)}

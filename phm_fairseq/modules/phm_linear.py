@@ -310,9 +310,7 @@ class PHMLinear(nn.Module):
     @property
     def dense_parameter_count(self) -> int:
         """Parameters of the ``nn.Linear`` this layer replaces."""
-        return self.in_features * self.out_features + (
-            self.out_features if self.bias is not None else 0
-        )
+        return self.in_features * self.out_features + (self.out_features if self.bias is not None else 0)
 
     def extra_repr(self) -> str:
         params = sum(p.numel() for p in self.parameters(recurse=False))
@@ -333,8 +331,14 @@ class QuaternionLinear(PHMLinear):
 
     def __init__(self, in_features, out_features, bias=True, gain=1.0, device=None, dtype=None):
         super().__init__(
-            in_features, out_features, n=4, bias=bias, rule="algebra-frozen",
-            gain=gain, device=device, dtype=dtype,
+            in_features,
+            out_features,
+            n=4,
+            bias=bias,
+            rule="algebra-frozen",
+            gain=gain,
+            device=device,
+            dtype=dtype,
         )
 
     def reset_parameters(self) -> None:

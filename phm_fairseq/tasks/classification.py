@@ -56,7 +56,9 @@ class ClassificationTask(LegacyFairseqTask):
     def add_args(cls, parser):
         inputs = ", ".join(f"{part}/" for part in cls.INPUTS if part) or "dict.txt, SPLIT.bin/.idx"
         parser.add_argument(
-            "data", metavar="DIR", help=f"data directory made by data-prep ({inputs}, SPLIT.label, labels.txt)",
+            "data",
+            metavar="DIR",
+            help=f"data directory made by data-prep ({inputs}, SPLIT.label, labels.txt)",
         )
 
     def __init__(self, args, dictionary, labels):
@@ -100,8 +102,10 @@ class ClassificationTask(LegacyFairseqTask):
             if not label:
                 continue
             if label in first_line:
-                raise ValueError(f"{path}:{number}: label {label!r} again (it is on line {first_line[label]}); "
-                                 f"expected distinct labels, one a line")
+                raise ValueError(
+                    f"{path}:{number}: label {label!r} again (it is on line {first_line[label]}); "
+                    f"expected distinct labels, one a line"
+                )
             first_line[label] = number
             labels.append(label)
         if len(labels) < 2:
@@ -141,8 +145,10 @@ class ClassificationTask(LegacyFairseqTask):
         sentences = {part: self.load_sentences(split, part) for part in self.INPUTS}
         counts = {part: len(dataset) for part, dataset in sentences.items()}
         if len(set(counts.values())) > 1:
-            raise ValueError(f"{split}: the inputs differ in length: "
-                             + ", ".join(f"{count} {part} sentences" for part, count in counts.items()))
+            raise ValueError(
+                f"{split}: the inputs differ in length: "
+                + ", ".join(f"{count} {part} sentences" for part, count in counts.items())
+            )
         examples = counts[self.INPUTS[0]]
         sizes = np.maximum.reduce([dataset.sizes for dataset in sentences.values()])
         dataset = NestedDictionaryDataset(
