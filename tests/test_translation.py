@@ -5,6 +5,7 @@ import json
 import os
 import re
 import subprocess
+import sys
 
 import pytest
 import torch
@@ -359,6 +360,36 @@ def test_generate_and_interactive_load_the_checkpoint_safely(multi30k_run, multi
     )
     assert interactive.returncode == 0, interactive.stderr[-3000:]
     assert len(re.findall(r"^H-\d+\t", interactive.stdout, flags=re.M)) == 2
+
+
+def test_interactive_translation_is_the_same_on_either_product(multi30k_run, multi30k_slice):
+    """fairseq-interactive decodes one sentence at a time (beam 5: five rows a step) and needs no flag
+    for the factored product. At these small sizes the measured crossover keeps H, so each product
+    is forced through the environment, as a user would force it."""
+    save_dir, _log = multi30k_run
+    translations = {}
+    for rows in ("1000000", "0"):
+        result = subprocess.run(
+            [console("fairseq-interactive"), str(multi30k_slice), "--user-dir", PLUGIN, "--path",
+             str(save_dir / "checkpoint_last.pt"), "--beam", "5", "--source-lang", "en", "--target-lang", "de"],
+            input="a man is riding a bike .\ntwo dogs play in the snow .\na woman reads a book .\n",
+            capture_output=True, text=True, timeout=300, env={**os.environ, "PHM_FACTORED_MAX_ROWS": rows},
+        )  # fmt: skip
+        assert result.returncode == 0, result.stderr[-3000:]
+        translations[rows] = re.findall(r"^H-(\d+)\t(\S+)\t(.*)$", result.stdout, flags=re.M)
+    factored, cached = translations["1000000"], translations["0"]
+    assert len(factored) == 3 and [(i, text) for i, _, text in factored] == [(i, text) for i, _, text in cached]
+    assert all(abs(float(a) - float(b)) < 1e-3 for (_, a, _), (_, b, _) in zip(factored, cached))
+
+
+def test_the_environment_sets_the_rows_of_the_factored_product():
+    def limit(value):
+        code = "from phm_fairseq.modules import PHMLinear; print(PHMLinear(512, 2048, n=4).factored_rows_limit())"
+        return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                              env={**os.environ, "PHM_FACTORED_MAX_ROWS": value})  # fmt: skip
+
+    assert limit("64").stdout.split()[-1] == "64" and limit("0").stdout.split()[-1] == "0"
+    assert "PHM_FACTORED_MAX_ROWS='many': expected a number of rows" in limit("many").stderr
 
 
 def test_loading_without_user_dir_says_to_pass_it(multi30k_run, multi30k_slice):

@@ -7,6 +7,7 @@ product S_left_i @ S_right_i of (out/n x R) and (R x in/n) factors: R*(out+in) +
 """
 
 import math
+import os
 from functools import lru_cache
 from typing import Optional, Tuple
 
@@ -77,6 +78,15 @@ def factored_crossover(in_features: int, out_features: int, n: int) -> int:
     if n == 1 or weights < 786_432 or (n >= 16 and weights < 1_048_576):
         return 0
     return int(8 * weights / 1_048_576)
+
+
+def _rows_from_environment() -> Optional[int]:
+    value = os.environ.get("PHM_FACTORED_MAX_ROWS")
+    if value is None:
+        return None
+    if not value.isdigit():
+        raise ValueError(f"PHM_FACTORED_MAX_ROWS={value!r}: expected a number of rows (0: never the factored product)")
+    return int(value)
 
 
 _TENSOR_DATA = torch._C.TensorBase.data  # the descriptor behind Tensor.data
@@ -155,10 +165,12 @@ class PHMLinear(nn.Module):
     __constants__ = ["in_features", "out_features", "n"]
     __jit_unused_properties__ = ["weight"]
 
-    factored_max_rows: Optional[int] = None
+    factored_max_rows: Optional[int] = _rows_from_environment()
     """Inputs of at most this many rows (the product of the leading dims) are multiplied in factored
-    form (``kronecker_sum_linear``), larger ones by H. None: ``factored_crossover`` of the layer's
-    shape, measured on CPU; set it on the class or on one layer to override (0: always H)."""
+    form (``kronecker_sum_linear``), larger ones by H. None: on CPU ``factored_crossover`` of the
+    layer's shape, elsewhere always H (the crossover was measured on CPU). Set it on the class or on
+    one layer to override (0: always H), or with the environment variable PHM_FACTORED_MAX_ROWS for
+    commands such as fairseq-generate."""
 
     def __init__(
         self,
@@ -257,16 +269,16 @@ class PHMLinear(nn.Module):
     def forward(self, input: Tensor) -> Tensor:
         if torch.jit.is_scripting():
             return F.linear(input, self.build_weight(), self.bias)
-        if input.numel() <= self.factored_rows_limit() * self.in_features:
+        if input.numel() <= self.factored_rows_limit(input.device) * self.in_features:
             S = self.S if self.S is not None else (self.S_left, self.S_right)
             return kronecker_sum_linear(input, self.A, S, self.bias)
         return F.linear(input, self.weight, self.bias)
 
-    def factored_rows_limit(self) -> int:
+    def factored_rows_limit(self, device: torch.device = torch.device("cpu")) -> int:
         """Inputs of at most this many rows take the factored product, more rows the product with H."""
         if self.factored_max_rows is not None:
             return self.factored_max_rows
-        return factored_crossover(self.in_features, self.out_features, self.n)
+        return factored_crossover(self.in_features, self.out_features, self.n) if device.type == "cpu" else 0
 
     def clear_cache(self) -> None:
         self._cached_weight = self._cache_key = None
