@@ -274,11 +274,12 @@ class PHMLinear(nn.Module):
             return kronecker_sum_linear(input, self.A, S, self.bias)
         return F.linear(input, self.weight, self.bias)
 
-    def factored_rows_limit(self, device: torch.device = torch.device("cpu")) -> int:
+    def factored_rows_limit(self, device: torch.device | None = None) -> int:
         """Inputs of at most this many rows take the factored product, more rows the product with H."""
         if self.factored_max_rows is not None:
             return self.factored_max_rows
-        return factored_crossover(self.in_features, self.out_features, self.n) if device.type == "cpu" else 0
+        on_cpu = device is None or device.type == "cpu"
+        return factored_crossover(self.in_features, self.out_features, self.n) if on_cpu else 0
 
     def clear_cache(self) -> None:
         self._cached_weight = self._cache_key = None
