@@ -68,9 +68,10 @@ def factored_crossover(in_features: int, out_features: int, n: int) -> int:
     eval) times both against nn.Linear over 1 to 256 rows for the maps of every translation size:
     - under ~786K weights (512 x 1536, the base size's fused Q/K/V) the factored product never won:
       such weights sit in the caches and its five kernels cost more than the one they replace;
-    - the factored product won up to 12-16 rows at 512 x 1536 (n <= 8), 4-48 rows at 512 x 2048
-      and 2048 x 512, 24-256 rows at 1024 x 4096; where it lost, it lost more as n grew (its
-      mix by A costs n^2 per feature); near the crossover both products are within a few percent.
+    - at 512 x 1536 and 512 x 2048 the factored product won by 20-40% at 2-4 rows and tied at 1
+      and 8 rows (both ~60 us); it won up to 16-256 rows at 2048 x 512 and up to 24-256 rows at
+      1024 x 4096 (two runs, 2026-11-23 and -24); where it lost, it lost more as n grew (its mix
+      by A costs n^2 per feature); near the crossover both products are within a few percent.
     The rule stays at or below every measured crossover: 8 rows per 1M weights (n >= 16 needs at
     least 1M weights), so that it never picks the slower product by much.
     """
