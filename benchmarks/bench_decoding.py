@@ -14,19 +14,24 @@ n=16 >= 1.6x, quaternion >= 1.3x; batched >= 1.0x; training words/s >= 0.97x at 
 """
 
 import argparse
-import subprocess
 import time
 from collections import defaultdict
-from pathlib import Path
 
 import torch
 from torch import nn
 
 from benchmarks.bench_translation import batches, build_from_flags, generation, training_step
-from benchmarks.common import RESULTS, default_threads, environment, interleaved_ratio, write_report
+from benchmarks.common import (
+    REPO,
+    RESULTS,
+    default_threads,
+    environment,
+    interleaved_ratio,
+    prepare_multi30k,
+    write_report,
+)
 from phm_fairseq.modules import PHMLinear, count_parameters
 
-REPO = Path(__file__).resolve().parent.parent
 MODELS = {  # name -> (fairseq-train arguments, one-sentence target)
     "dense twin": (["--arch", "transformer_twin_base"], None),
     "quaternion": (["--arch", "quaternion_transformer_base"], 1.3),
@@ -171,18 +176,7 @@ def main():
     parser.add_argument("--max-tokens", type=int, default=2048)
     parser.add_argument("--quick", action="store_true", help="8 sentences, 2 rounds, two models")
     args = parser.parse_args()
-    if not Path(args.data, "dict.en.txt").exists():
-        subprocess.run(
-            [
-                "bash",
-                str(REPO / "data-prep" / "multi30k.sh"),
-                "--src-dir",
-                str(REPO / "data" / "multi30k"),
-                "--out",
-                args.data,
-            ],
-            check=True,
-        )
+    prepare_multi30k(args.data)
     models = dict(list(MODELS.items())[:: 3 if args.quick else 1])
     if args.quick:
         args.sentences, args.batched_sentences, args.rounds = 8, 16, 2

@@ -13,12 +13,11 @@ so that each model does the same work whatever its weights.
 
 import argparse
 import io
-import subprocess
-from pathlib import Path
 
 import torch
 
 from .common import (
+    REPO,
     RESULTS,
     cuda_sync,
     default_threads,
@@ -26,10 +25,10 @@ from .common import (
     fresh_process,
     interleaved_ratio,
     peak_rss_during,
+    prepare_multi30k,
     write_report,
 )
 
-REPO = Path(__file__).resolve().parent.parent
 MODELS = {  # name -> fairseq-train arguments
     "dense twin": ["--arch", "transformer_twin_{size}"],
     "quaternion": ["--arch", "quaternion_transformer_{size}"],
@@ -192,18 +191,7 @@ def main():
     args = parser.parse_args()
     if args._peak_rss:
         return _peak_rss_child(args._peak_rss, args)
-    if not Path(args.data, "dict.en.txt").exists():
-        subprocess.run(
-            [
-                "bash",
-                str(REPO / "data-prep" / "multi30k.sh"),
-                "--src-dir",
-                str(REPO / "data" / "multi30k"),
-                "--out",
-                args.data,
-            ],
-            check=True,
-        )
+    prepare_multi30k(args.data)
 
     default_threads()
     sync = cuda_sync if args.device == "cuda" else (lambda: None)

@@ -21,6 +21,13 @@ REPO = Path(__file__).resolve().parent.parent
 logging.getLogger("matplotlib").setLevel(logging.WARNING)
 
 
+def prepare_multi30k(data: str) -> None:
+    """Prepare the bundled Multi30k en-de into ``data`` (offline, a few seconds) unless it is there."""
+    if not Path(data, "dict.en.txt").exists():
+        script, source = REPO / "data-prep" / "multi30k.sh", REPO / "data" / "multi30k"
+        subprocess.run(["bash", str(script), "--src-dir", str(source), "--out", data], check=True)
+
+
 def interleaved_ratio(fn, baseline, iters: int, rounds: int, sync=lambda: None):
     """Times ``fn`` and ``baseline`` in alternating rounds, so that drift of the machine
     (clock, other load) falls on both; returns (median fn s, median baseline s, median ratio)."""
