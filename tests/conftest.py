@@ -5,6 +5,18 @@ import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 
+# the sizes of a tiny translation Transformer, as fairseq-train options (the phm-run configs of the tests)
+TINY = {
+    "encoder-layers": 1,
+    "decoder-layers": 1,
+    "encoder-embed-dim": 32,
+    "decoder-embed-dim": 32,
+    "encoder-ffn-embed-dim": 64,
+    "decoder-ffn-embed-dim": 64,
+    "encoder-attention-heads": 2,
+    "decoder-attention-heads": 2,
+}
+
 
 @pytest.fixture(scope="session")
 def shared_data() -> Path:

@@ -11,7 +11,7 @@ import sys
 import pytest
 import torch
 import yaml
-from conftest import console, run_command
+from conftest import TINY, console, run_command
 
 from phm_fairseq.cli import params as phm_params
 from phm_fairseq.cli import run as phm_run
@@ -20,17 +20,6 @@ from phm_fairseq.experiments.config import load_config
 from phm_fairseq.experiments.logs import TrainingLog, read_records
 from phm_fairseq.experiments.results import SCHEMA_VERSION, Result, ResultError
 from phm_fairseq.experiments.runner import Runner, completed_updates, run_directory
-
-TINY = {
-    "encoder-layers": 1,
-    "decoder-layers": 1,
-    "encoder-embed-dim": 32,
-    "decoder-embed-dim": 32,
-    "encoder-ffn-embed-dim": 64,
-    "decoder-ffn-embed-dim": 64,
-    "encoder-attention-heads": 2,
-    "decoder-attention-heads": 2,
-}
 
 
 @pytest.fixture(scope="module")

@@ -5,21 +5,10 @@ import json
 
 import pytest
 import yaml
-from conftest import console, run_command
+from conftest import TINY, console, run_command
 
 from phm_fairseq.experiments.config import ConfigError, expand, load_config
 from phm_fairseq.experiments.logs import TrainingLog
-
-TINY = {
-    "encoder-layers": 1,
-    "decoder-layers": 1,
-    "encoder-embed-dim": 32,
-    "decoder-embed-dim": 32,
-    "encoder-ffn-embed-dim": 64,
-    "decoder-ffn-embed-dim": 64,
-    "encoder-attention-heads": 2,
-    "decoder-attention-heads": 2,
-}
 
 
 @pytest.fixture(scope="module")
