@@ -54,6 +54,33 @@ def run_command(*args, check=True, timeout=600):
     return result
 
 
+def fairseq_preprocess(raw: Path, source: str, target: str, *extra, dest=None) -> Path:
+    """Binarizes raw/{train,valid,test}.{source,target} with a joined dictionary into dest (raw/bin)."""
+    dest = dest or raw / "bin"
+    run_command(
+        console("fairseq-preprocess"),
+        *("--source-lang", source, "--target-lang", target),
+        *("--trainpref", raw / "train", "--validpref", raw / "valid", "--testpref", raw / "test"),
+        *("--destdir", dest, "--joined-dictionary", "--workers", "1"),
+        *extra,
+    )
+    return dest
+
+
+def fairseq_generate(data: Path, checkpoint: Path, *extra, check=True):
+    """fairseq-generate on the test split as the README runs it (beam 5, lenpen 0.6), with the plugin."""
+    import phm_fairseq
+
+    return run_command(
+        console("fairseq-generate"),
+        data,
+        *("--user-dir", phm_fairseq.__path__[0], "--path", checkpoint, "--gen-subset", "test"),
+        *("--beam", "5", "--lenpen", "0.6", "--required-batch-size-multiple", "1"),
+        *extra,
+        check=check,
+    )
+
+
 @pytest.fixture(scope="session")
 def copy_task(tmp_path_factory) -> Path:
     """A synthetic copy task (random digit strings), binarized with a joined dictionary."""
@@ -66,25 +93,7 @@ def copy_task(tmp_path_factory) -> Path:
         lines = [" ".join(rng.choice("0123456789abcdef") for _ in range(rng.randint(3, 8))) for _ in range(size)]
         for lang in ("src", "tgt"):
             (root / f"{split}.{lang}").write_text("\n".join(lines) + "\n")
-    run_command(
-        console("fairseq-preprocess"),
-        "--source-lang",
-        "src",
-        "--target-lang",
-        "tgt",
-        "--trainpref",
-        root / "train",
-        "--validpref",
-        root / "valid",
-        "--testpref",
-        root / "test",
-        "--destdir",
-        root / "bin",
-        "--joined-dictionary",
-        "--workers",
-        "1",
-    )
-    return root / "bin"
+    return fairseq_preprocess(root, "src", "tgt")
 
 
 @pytest.fixture(scope="session")
@@ -99,24 +108,4 @@ def multi30k_slice(tmp_path_factory) -> Path:
             with gzip.open(REPO / "data" / "multi30k" / f"{name}.{lang}.gz", "rt", encoding="utf-8") as f:
                 lines = [line.lower().replace(".", " .").replace(",", " ,") for line in f.read().splitlines()[:size]]
             (root / f"{split}.{lang}").write_text("\n".join(lines) + "\n")
-    run_command(
-        console("fairseq-preprocess"),
-        "--source-lang",
-        "en",
-        "--target-lang",
-        "de",
-        "--trainpref",
-        root / "train",
-        "--validpref",
-        root / "valid",
-        "--testpref",
-        root / "test",
-        "--destdir",
-        root / "bin",
-        "--joined-dictionary",
-        "--thresholdsrc",
-        "2",
-        "--workers",
-        "1",
-    )
-    return root / "bin"
+    return fairseq_preprocess(root, "en", "de", "--thresholdsrc", "2")

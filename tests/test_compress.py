@@ -9,8 +9,8 @@ import re
 
 import pytest
 import torch
-from conftest import console, run_command
-from test_translation import PLUGIN, TINY, hypotheses, losses, train, transformer_body
+from conftest import console, fairseq_generate, run_command
+from test_translation import TINY, hypotheses, losses, train, transformer_body
 
 from phm_fairseq.checkpoints import PluginModelArgs
 from phm_fairseq.cli import compress as compress_cli
@@ -314,24 +314,7 @@ def test_errors_and_parameter_counts_in_the_report(phm_twins):
 @pytest.mark.slow
 def test_n1_generates_exactly_what_the_dense_model_generates(dense_twin, phm_twins, copy_task):
     def generate(checkpoint):
-        out = run_command(
-            console("fairseq-generate"),
-            copy_task,
-            "--user-dir",
-            PLUGIN,
-            "--path",
-            checkpoint,
-            "--gen-subset",
-            "test",
-            "--beam",
-            "5",
-            "--lenpen",
-            "0.6",
-            "--batch-size",
-            "32",
-            "--required-batch-size-multiple",
-            "1",
-        )
+        out = fairseq_generate(copy_task, checkpoint, "--batch-size", "32")
         return [line for line in out.stdout.splitlines() if line.startswith(("H-", "P-"))]
 
     dense = generate(dense_twin)

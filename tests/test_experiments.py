@@ -11,7 +11,7 @@ import sys
 import pytest
 import torch
 import yaml
-from conftest import TINY, console, run_command
+from conftest import TINY, console, fairseq_preprocess, run_command
 
 from phm_fairseq.cli import params as phm_params
 from phm_fairseq.cli import run as phm_run
@@ -35,24 +35,7 @@ def kit(tmp_path_factory):
         lines = [" ".join(rng.choice("0123456789abcdef") for _ in range(rng.randint(3, 8))) for _ in range(size)]
         for lang in ("src", "tgt"):
             (raw / f"{split}.{lang}").write_text("\n".join(lines) + "\n")
-    run_command(
-        console("fairseq-preprocess"),
-        "--source-lang",
-        "src",
-        "--target-lang",
-        "tgt",
-        "--trainpref",
-        raw / "train",
-        "--validpref",
-        raw / "valid",
-        "--testpref",
-        raw / "test",
-        "--destdir",
-        root / "bin",
-        "--joined-dictionary",
-        "--workers",
-        "1",
-    )
+    fairseq_preprocess(raw, "src", "tgt", dest=root / "bin")
     configs = root / "configs" / "kit"
     configs.mkdir(parents=True)
     base = {

@@ -9,7 +9,7 @@ import sys
 
 import pytest
 import torch
-from conftest import console, run_command
+from conftest import console, fairseq_generate, run_command
 
 import phm_fairseq
 from phm_fairseq.models.export import densify
@@ -126,24 +126,7 @@ def test_copy_task_loss_falls_and_beam_search_copies(trained, copy_task):
     name, checkpoint, log = trained
     curve = losses(log)
     assert curve[-1] < 0.5 * curve[0], f"{name}: training loss {curve}"
-    out = run_command(
-        console("fairseq-generate"),
-        copy_task,
-        "--user-dir",
-        PLUGIN,
-        "--path",
-        checkpoint,
-        "--gen-subset",
-        "test",
-        "--beam",
-        "5",
-        "--lenpen",
-        "0.6",
-        "--batch-size",
-        "32",
-        "--required-batch-size-multiple",
-        "1",
-    )
+    out = fairseq_generate(copy_task, checkpoint, "--batch-size", "32")
     sources = (copy_task.parent / "test.src").read_text().splitlines()
     hyps = hypotheses(out.stdout)
     assert sorted(hyps) == list(range(len(sources))), "every test sentence is translated"
@@ -321,22 +304,7 @@ def test_resume_from_checkpoint_continues_the_run(multi30k_run, multi30k_slice):
 def test_generate_and_interactive_load_the_checkpoint_safely(multi30k_run, multi30k_slice):
     save_dir, _log = multi30k_run
     checkpoint = save_dir / "checkpoint_last.pt"
-    out = run_command(
-        console("fairseq-generate"),
-        multi30k_slice,
-        "--user-dir",
-        PLUGIN,
-        "--path",
-        checkpoint,
-        "--gen-subset",
-        "test",
-        "--beam",
-        "5",
-        "--lenpen",
-        "0.6",
-        "--required-batch-size-multiple",
-        "1",
-    )
+    out = fairseq_generate(multi30k_slice, checkpoint)
     assert len(hypotheses(out.stdout)) == 50 and "BLEU4" in out.stdout
     interactive = subprocess.run(
         [
