@@ -675,3 +675,41 @@ def test_models_that_do_not_correspond_one_to_one_are_refused(copy_task):
         r"left out$",
     ):
         compress_into(dense, target)
+
+
+def test_kronecker_structure_script_rebuilds_the_initial_weights(copy_task, tmp_path, capsys):
+    """scripts/kronecker_structure.py compares a run's weights with their initialisation, which
+    it rebuilds from the run's command: a run whose one update has learning rate 0 kept them."""
+    import importlib.util
+    import shlex
+
+    from conftest import REPO
+
+    spec = importlib.util.spec_from_file_location("kronecker_structure", REPO / "scripts" / "kronecker_structure.py")
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+
+    flags = ("--arch", "transformer_twin_demo", "--max-update", "1", "--lr", "0", "--lr-scheduler", "fixed")
+    run = tmp_path / "run"
+    result = train(copy_task, run / "checkpoints", *flags)
+    command = shlex.join(map(str, result.args))
+    (run / "result.json").write_text(json.dumps({"training": {"command": command}}))
+
+    trained = torch.load(run / "checkpoints" / "checkpoint_last.pt", map_location="cpu", weights_only=False)["model"]
+    init = script.initial_state(command)
+    keys = script.layer_weights(trained)
+    # encoder: q, k, v, out, fc1, fc2; decoder: the same and the encoder attention's q, k, v, out
+    assert len(keys) == 6 + 10
+    for key in keys:
+        torch.testing.assert_close(init[key], trained[key], rtol=0, atol=0, msg=key)
+    # a different seed builds other weights: the match above is not a coincidence of init
+    other = script.initial_state(command.replace("--seed 1", "--seed 2"))
+    assert not torch.equal(other[keys[0]], trained[keys[0]])
+
+    script.main([str(run), "--checkpoint", "checkpoints/checkpoint_last.pt", "--n", "1", "2"])
+    out = capsys.readouterr().out
+    assert "|W - W0| / |W| = 0.000" in out
+    rows = [line.split() for line in out.splitlines()[2:]]
+    assert [row[0] for row in rows] == ["1", "2"] and rows[0][1:3] == ["0.000", "0.000"]
+    assert 0 < float(rows[1][1]) == float(rows[1][2]) < 1  # W = W0: the same error; n = 1 exact
+    assert rows[0][3] == rows[1][3] == "nan"  # W - W0 = 0 has no relative error
