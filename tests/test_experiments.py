@@ -437,6 +437,14 @@ def test_init_and_evaluation_after_each_epoch(kit, tmp_path):
     assert {"finetuned", "finetuned@0ep", "finetuned@1ep", "finetuned@2ep", "teacher"} <= set(rows)
     assert float(rows["finetuned@2ep"]["score"]) == result.epoch_evaluations[2].score
     assert int(rows["finetuned@1ep"]["updates"]) == result.epoch_evaluations[1].updates
+    # OUT.epochs.png: the fine-tuned model's scores against its updates plus the teacher's
+    from phm_fairseq.experiments.report import load_results, scores_against_updates
+
+    assert (tmp_path / "report.epochs.png").stat().st_size > 0
+    series = scores_against_updates(load_results(kit["runs"] / "kit"))
+    updates = teacher.training.updates
+    assert series["kit", "finetuned"] == {e.epoch: [(updates + e.updates, e.score)] for e in result.epoch_evaluations}
+    assert series["kit", "teacher"] == {None: [(updates, teacher.evaluation.score)]}
 
 
 def test_a_teacher_that_is_not_done_runs_first(kit):

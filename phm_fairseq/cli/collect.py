@@ -38,7 +38,8 @@ def main(argv=None):
     except (ReportError, ResultError) as error:
         parser.exit(1, f"phm-collect: error: {error}\n")
     print(Path(f"{args.out}.md").read_text(encoding="utf-8"))
-    print(f"wrote {args.out}.md, .csv, .png, .curves.png")
+    epochs = ", .epochs.png" if Path(f"{args.out}.epochs.png").exists() else ""
+    print(f"wrote {args.out}.md, .csv, .png, .curves.png{epochs}")
     return 0
 
 

@@ -15,6 +15,9 @@ epoch, named <row>@<N>ep (e.g. phm_n4_ft@2ep: its checkpoint at the end of epoch
     OUT.png   score against parameters without embeddings
     OUT.curves.png   learning curves (training and validation loss against updates) as the
               runs' fairseq logs reported them
+    OUT.epochs.png   (runs with evaluate.epochs) the score after each of those epochs against the
+              total training updates, a teacher's included where a run starts from its checkpoint
+              (phm-compress + fine-tuning against training from scratch at equal updates)
 """
 
 import csv
@@ -313,8 +316,77 @@ def plot_curves(results, path: Path):
     plt.close(fig)
 
 
+def teacher_updates(result: Result, results) -> int:
+    """The updates a run's starting point cost: its teacher's, where it starts from the teacher's
+    checkpoint (``init``); 0 for a run that starts from scratch (a distilled one included)."""
+    if result.init is None or result.teacher is None:
+        return 0
+    teacher = Path(result.teacher.run).resolve()
+    for entry in results:
+        if entry.dir.resolve() == teacher:
+            return entry.result.training.updates
+    if (teacher / "result.json").exists():
+        return Result.read(teacher / "result.json").training.updates
+    raise ReportError(f"{result.config}: its teacher's run {result.teacher.run} has no result.json")
+
+
+def scores_against_updates(results) -> dict:
+    """{(column, config): {epoch: [(total updates, score) of each seed]}} of the runs evaluated
+    after given epochs (seeds of a distilled run can differ in updates an epoch: the teachers'
+    translations differ in length); a teacher of such a run adds its final score (epoch None)."""
+    series, teachers = {}, set()
+    for entry in results:
+        if entry.evaluation.epoch is not None:
+            config = entry.row.partition("@")[0]
+            updates = teacher_updates(entry.result, results) + entry.evaluation.updates
+            point = (updates, entry.evaluation.score)
+            series.setdefault((entry.column, config), {}).setdefault(entry.evaluation.epoch, []).append(point)
+            if entry.result.init is not None and entry.result.teacher is not None:
+                teachers.add(Path(entry.result.teacher.run).resolve())
+    for entry in results:
+        if entry.evaluation.epoch is None and entry.dir.resolve() in teachers:
+            point = (entry.result.training.updates, entry.evaluation.score)
+            series.setdefault((entry.column, entry.row), {}).setdefault(None, []).append(point)
+    return series
+
+
+def plot_epochs(series: dict, metric: str, path: Path):
+    """The points of ``scores_against_updates``, each epoch's mean over seeds (with the standard
+    deviation of its score): one line per config, one panel per corpus."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    columns = sorted({column for column, _ in series})
+    fig, axes = plt.subplots(1, len(columns), figsize=(6.5 * len(columns), 4.5), squeeze=False)
+    for ax, column in zip(axes[0], columns):
+        for config in sorted((config for c, config in series if c == column), key=row_order):
+            epochs = series[column, config].values()
+            points = sorted(
+                (
+                    statistics.mean(u for u, _ in seeds),
+                    statistics.mean(s for _, s in seeds),
+                    statistics.stdev(s for _, s in seeds) if len(seeds) > 1 else 0.0,
+                )
+                for seeds in epochs
+            )
+            x, y, sd = zip(*points)
+            style = "*" if len(points) == 1 else "o-"
+            ax.errorbar(x, y, yerr=sd, fmt=style, ms=6, lw=1, capsize=2, label=config)
+        ax.set_title(column)
+        ax.set_xlabel("training updates (a teacher's included where a run starts from its checkpoint)")
+        ax.set_ylabel(metric)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
 def collect(root: Path, out: Path, title=None) -> list:
-    """Writes OUT.md, OUT.csv, OUT.png and OUT.curves.png from the runs below ``root``; returns the rows."""
+    """Writes OUT.md, OUT.csv, OUT.png, OUT.curves.png (and OUT.epochs.png) from the runs below ``root``;
+    returns the rows."""
     results = load_results(root)
     rows = run_rows(results)
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -333,4 +405,7 @@ def collect(root: Path, out: Path, title=None) -> list:
         )
     plot_scores(rows, Path(f"{out}.png"))
     plot_curves(results, Path(f"{out}.curves.png"))
+    series = scores_against_updates(results)
+    if series:
+        plot_epochs(series, rows[0]["metric"], Path(f"{out}.epochs.png"))
     return rows
