@@ -75,7 +75,10 @@ def test_every_config_and_seed_runs_once_and_then_is_skipped(grid):
 def test_collect_makes_the_papers_table_from_the_runs(grid, tmp_path):
     _root, _configs, runs, _log = grid
     out = tmp_path / "report"
-    run_command(console("phm-collect"), runs / "tiny", "--out", out)
+    (tmp_path / "report.epochs.png").write_bytes(b"an earlier collect's plot")
+    collected = run_command(console("phm-collect"), runs / "tiny", "--out", out)
+    # no run has evaluate.epochs: no epochs plot, and none left from before beside this report
+    assert not (tmp_path / "report.epochs.png").exists() and "epochs.png" not in collected.stdout
     results = {p.parent.parent.name: [] for p in runs.rglob("result.json")}
     for p in runs.rglob("result.json"):
         results[p.parent.parent.name].append(json.loads(p.read_text()))

@@ -7,6 +7,7 @@ import re
 import subprocess
 import sys
 
+import conftest
 import pytest
 import torch
 from conftest import console, fairseq_generate, run_command
@@ -15,24 +16,8 @@ import phm_fairseq
 from phm_fairseq.models.export import densify
 
 PLUGIN = str(phm_fairseq.__path__[0])
-TINY = [
-    "--encoder-layers",
-    "1",
-    "--decoder-layers",
-    "1",
-    "--encoder-embed-dim",
-    "32",
-    "--decoder-embed-dim",
-    "32",
-    "--encoder-ffn-embed-dim",
-    "64",
-    "--decoder-ffn-embed-dim",
-    "64",
-    "--encoder-attention-heads",
-    "2",
-    "--decoder-attention-heads",
-    "2",
-]
+# the tiny Transformer of conftest.TINY as fairseq-train flags
+TINY = [arg for key, value in conftest.TINY.items() for arg in (f"--{key}", str(value))]
 TRAINING = [
     "--user-dir",
     PLUGIN,

@@ -316,33 +316,37 @@ def plot_curves(results, path: Path):
     plt.close(fig)
 
 
-def teacher_updates(result: Result, results) -> int:
-    """The updates a run's starting point cost: its teacher's, where it starts from the teacher's
-    checkpoint (``init``); 0 for a run that starts from scratch (a distilled one included)."""
+def started_from(result: Result):
+    """The teacher's run folder where the run starts from the teacher's checkpoint (``init``), else None."""
     if result.init is None or result.teacher is None:
-        return 0
-    teacher = Path(result.teacher.run).resolve()
-    for entry in results:
-        if entry.dir.resolve() == teacher:
-            return entry.result.training.updates
-    if (teacher / "result.json").exists():
-        return Result.read(teacher / "result.json").training.updates
-    raise ReportError(f"{result.config}: its teacher's run {result.teacher.run} has no result.json")
+        return None
+    return Path(result.teacher.run).resolve()
 
 
 def scores_against_updates(results) -> dict:
     """{(column, config): {epoch: [(total updates, score) of each seed]}} of the runs evaluated
-    after given epochs (seeds of a distilled run can differ in updates an epoch: the teachers'
-    translations differ in length); a teacher of such a run adds its final score (epoch None)."""
+    after given epochs, a teacher's updates counted where a run starts from its checkpoint (seeds
+    of a distilled run can differ in updates an epoch: the teachers' translations differ in
+    length); a teacher of such a run adds its final score (epoch None)."""
+    runs = {entry.dir.resolve(): entry.result for entry in results}
     series, teachers = {}, set()
     for entry in results:
-        if entry.evaluation.epoch is not None:
-            config = entry.row.partition("@")[0]
-            updates = teacher_updates(entry.result, results) + entry.evaluation.updates
-            point = (updates, entry.evaluation.score)
-            series.setdefault((entry.column, config), {}).setdefault(entry.evaluation.epoch, []).append(point)
-            if entry.result.init is not None and entry.result.teacher is not None:
-                teachers.add(Path(entry.result.teacher.run).resolve())
+        if entry.evaluation.epoch is None:
+            continue
+        teacher = started_from(entry.result)
+        offset = 0
+        if teacher is not None:
+            if teacher not in runs:
+                if not (teacher / "result.json").exists():
+                    raise ReportError(
+                        f"{entry.result.config}: its teacher's run {entry.result.teacher.run} has no result.json"
+                    )
+                runs[teacher] = Result.read(teacher / "result.json")
+            teachers.add(teacher)
+            offset = runs[teacher].training.updates
+        point = (offset + entry.evaluation.updates, entry.evaluation.score)
+        config = entry.row.partition("@")[0]
+        series.setdefault((entry.column, config), {}).setdefault(entry.evaluation.epoch, []).append(point)
     for entry in results:
         if entry.evaluation.epoch is None and entry.dir.resolve() in teachers:
             point = (entry.result.training.updates, entry.evaluation.score)
@@ -408,4 +412,6 @@ def collect(root: Path, out: Path, title=None) -> list:
     series = scores_against_updates(results)
     if series:
         plot_epochs(series, rows[0]["metric"], Path(f"{out}.epochs.png"))
+    else:  # an earlier collect's plot into the same OUT would describe other runs
+        Path(f"{out}.epochs.png").unlink(missing_ok=True)
     return rows
