@@ -34,10 +34,9 @@ def initial_state(train_command: str) -> dict:
     from fairseq import options, tasks, utils
     from fairseq.dataclass.utils import convert_namespace_to_omegaconf
 
-    argv = shlex.split(train_command)
-    if not argv or not argv[0].endswith("fairseq-train"):
-        raise ValueError(f"expected a fairseq-train command, got {train_command[:80]!r}")
-    args = options.parse_args_and_arch(options.get_training_parser(), argv[1:])
+    from phm_fairseq.experiments.fairseq_train import training_arguments
+
+    args = options.parse_args_and_arch(options.get_training_parser(), training_arguments(shlex.split(train_command)))
     cfg = convert_namespace_to_omegaconf(args)
     utils.import_user_module(cfg.common)
     utils.set_torch_seed(cfg.common.seed)

@@ -5,6 +5,9 @@ import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 
+# how phm-run starts fairseq-train (phm_fairseq.experiments.fairseq_train), as its logs show the command
+TRAIN_COMMAND = "python -m phm_fairseq.experiments.fairseq_train"
+
 # the sizes of a tiny translation Transformer, as fairseq-train options (the phm-run configs of the tests)
 TINY = {
     "encoder-layers": 1,

@@ -11,7 +11,7 @@ import sys
 import pytest
 import torch
 import yaml
-from conftest import TINY, console, fairseq_preprocess, run_command
+from conftest import TINY, TRAIN_COMMAND, console, fairseq_preprocess, run_command
 
 from phm_fairseq.cli import params as phm_params
 from phm_fairseq.cli import run as phm_run
@@ -234,7 +234,7 @@ def test_checkpoints_of_another_config_are_refused_and_force_starts_clean(kit, t
     config.write_text("extends: _base.yaml\ntrain: {arch: transformer_twin_demo}\nevaluate: {generate: {beam: 3}}\n")
     phm_run.main([str(config), "--runs-dir", str(runs)])
     out = capsys.readouterr().out
-    assert "trained already" in out and "$ fairseq-train" not in out
+    assert "trained already" in out and f"$ {TRAIN_COMMAND}" not in out
     result = Result.read(run_dir / "result.json")
     assert "--beam 3" in result.evaluation.command and (run_dir / "train.log").read_text() == train_log
 
@@ -242,7 +242,7 @@ def test_checkpoints_of_another_config_are_refused_and_force_starts_clean(kit, t
     config.write_text("extends: _base.yaml\ntrain: {arch: transformer_twin_demo, lr: 0.01}\n")
     phm_run.main([str(config), "--runs-dir", str(runs), "--force"])
     log = (run_dir / "train.log").read_text()
-    assert log.count("$ fairseq-train") == 1 and "Loaded checkpoint" not in log and "--lr 0.01" in log
+    assert log.count(f"$ {TRAIN_COMMAND}") == 1 and "Loaded checkpoint" not in log and "--lr 0.01" in log
     result = Result.read(run_dir / "result.json")
     assert result.config_values["train"]["lr"] == 0.01 and result.training.updates == 20
     assert json.loads((run_dir / "checkpoints" / "fingerprint.json").read_text())["values"]["train"]["lr"] == 0.01
@@ -288,7 +288,7 @@ def test_a_run_finished_before_fingerprints_is_adopted_only_by_its_own_config(ki
     config.write_text("extends: _base.yaml\ntrain: {arch: transformer_twin_demo}\nevaluate: {generate: {beam: 3}}\n")
     phm_run.main([str(config), "--runs-dir", str(runs)])
     out = capsys.readouterr().out
-    assert "were trained by this config (an earlier phm-run" in out and "$ fairseq-train" not in out
+    assert "were trained by this config (an earlier phm-run" in out and f"$ {TRAIN_COMMAND}" not in out
     result = Result.read(run_dir / "result.json")
     assert result.schema_version == SCHEMA_VERSION and "--beam 3" in result.evaluation.command
     assert (run_dir / "checkpoints" / "fingerprint.json").is_file()
@@ -322,7 +322,7 @@ def wrap_fairseq_train(monkeypatch, tmp_path, mode):
     real = commands.run
 
     def run(command, log, **kwargs):
-        if command[0] == "fairseq-train":
+        if " ".join(command).startswith(TRAIN_COMMAND):
             command = [sys.executable, str(wrapper), mode, *command]
         return real(command, log, **kwargs)
 
@@ -378,7 +378,7 @@ def test_distill_trains_on_the_teachers_translations(kit, tmp_path, monkeypatch)
     assert folder.parent.parent == kit["teacher"] and folder.is_dir() and distillation.examples == 200
     assert result.teacher.run == str(kit["teacher"]) and result.training.data == distillation.data
     assert "--gen-subset train" in distillation.generate_command and "--beam 2" in distillation.generate_command
-    assert result.training.command.startswith(f"fairseq-train {distillation.data} ")
+    assert result.training.command.startswith(f"{TRAIN_COMMAND} {distillation.data} ")
     # the training targets are the teacher's hypotheses, in the order of the training source
     hypotheses = {}
     for line in (folder / "generate.log").read_text().split("\n"):

@@ -5,7 +5,7 @@ import json
 
 import pytest
 import yaml
-from conftest import TINY, console, run_command
+from conftest import TINY, TRAIN_COMMAND, console, run_command
 
 from phm_fairseq.experiments.config import ConfigError, expand, load_config
 from phm_fairseq.experiments.logs import TrainingLog
@@ -69,7 +69,7 @@ def test_every_config_and_seed_runs_once_and_then_is_skipped(grid):
     assert training["seconds_per_100_updates"] == pytest.approx(100 * training["train_seconds"] / 40, rel=0.01)
     assert result["parameters"]["without_embeddings"] < result["parameters"]["dense_without_embeddings"]
     again = run_command(console("phm-run"), configs, "--runs-dir", runs, "--seeds", "1", "2")
-    assert again.stdout.count("done already") == 4 and "fairseq-train" not in again.stdout
+    assert again.stdout.count("done already") == 4 and TRAIN_COMMAND not in again.stdout
 
 
 def test_collect_makes_the_papers_table_from_the_runs(grid, tmp_path):
@@ -94,7 +94,7 @@ def test_collect_makes_the_papers_table_from_the_runs(grid, tmp_path):
     assert "| model | tiny |" in table  # the paper's layout: models down, corpora across
     assert table.index("| transformer |") < table.index("| phm_n2 |")  # dense first
     assert f"| phm_n2 | {mean['phm_n2']} ± " in table and "(99.9)" in table  # mean ± std (paper)
-    assert table.count("fairseq-train") == 4 and table.count("fairseq-generate") == 4
+    assert table.count(TRAIN_COMMAND) == 4 and table.count("fairseq-generate") == 4
     assert (tmp_path / "report.png").stat().st_size > 0 and (tmp_path / "report.curves.png").stat().st_size > 0
 
 

@@ -17,6 +17,7 @@ The schema (docs/experiments.md has it with examples):
       generate: {option: value}  (bleu) fairseq-generate options
       subset: str            (accuracy) the split phm-evaluate scores (default test)
       epochs: [int, ...]     also evaluate the end-of-epoch checkpoints checkpointN.pt (0: the init checkpoint)
+      average_last: int      also evaluate the average of the last N end-of-epoch checkpoints
     teacher: str             another config (relative to this one) whose run of the same seed
                              this one builds on; phm-run runs it first when it is not done
     distill: true | {option: value}   train on the teacher's translations of the training source
@@ -43,8 +44,8 @@ import yaml
 PLACEHOLDERS = ("data", "run", "teacher")
 PAPER_KEYS = ("bleu", "accuracy", "parameters", "seconds_per_100_updates", "inference_seconds")
 EVALUATE_KEYS = {
-    "bleu": ("kind", "reference", "generate", "epochs"),
-    "accuracy": ("kind", "subset", "epochs"),
+    "bleu": ("kind", "reference", "generate", "epochs", "average_last"),
+    "accuracy": ("kind", "subset", "epochs", "average_last"),
 }
 # train options that phm-run sets itself: a config that gives them would be silently overridden
 SET_BY_PHM_RUN = {
@@ -72,6 +73,7 @@ class Evaluate:
     generate: dict = field(default_factory=dict)
     subset: str = "test"
     epochs: tuple = ()
+    average_last: int = None  # also score the average of the last N epoch checkpoints
 
 
 @dataclass(frozen=True)
@@ -229,8 +231,19 @@ def _check_evaluate(spec, problems: list, has_teacher: bool):
     if not isinstance(epochs, list) or not all(type(e) is int and e >= 0 for e in epochs):
         problems.append(f"evaluate.epochs: expected a list of epoch numbers (e.g. [1, 2, 4]), got {epochs!r}")
         epochs = []
-    values = {k: v for k, v in spec.items() if k in EVALUATE_KEYS[kind] and k != "epochs"}
-    return Evaluate(**{**values, "generate": dict(spec.get("generate") or {}), "epochs": tuple(sorted(set(epochs)))})
+    average_last = spec.get("average_last")
+    if average_last is not None and (type(average_last) is not int or average_last < 2):
+        problems.append(f"evaluate.average_last: expected a number of checkpoints (2 or more), got {average_last!r}")
+        average_last = None
+    values = {
+        k: v for k, v in spec.items() if k in EVALUATE_KEYS[kind] and k not in ("epochs", "average_last", "generate")
+    }
+    return Evaluate(
+        **values,
+        generate=dict(spec.get("generate") or {}),
+        epochs=tuple(sorted(set(epochs))),
+        average_last=average_last,
+    )
 
 
 KEYS = (
@@ -274,6 +287,18 @@ def check(values: dict, path: Path) -> Config:
     if "train" in values and not train.get("arch"):
         problems.append("train.arch: missing (the fairseq architecture, e.g. phm_transformer_iwslt)")
     evaluate = _check_evaluate(values["evaluate"], problems, has_teacher) if "evaluate" in values else None
+    if evaluate and evaluate.average_last:
+        kept = train.get("keep-last-epochs")
+        if train.get("no-epoch-checkpoints"):
+            problems.append(
+                "evaluate.average_last needs fairseq's end-of-epoch checkpoints (checkpointN.pt): "
+                "set train.no-epoch-checkpoints: false"
+            )
+        if isinstance(kept, int) and 0 <= kept < evaluate.average_last:
+            problems.append(
+                f"evaluate.average_last {evaluate.average_last}: train.keep-last-epochs {kept} keeps fewer "
+                "epoch checkpoints"
+            )
     if evaluate and evaluate.epochs:
         if train.get("no-epoch-checkpoints"):
             problems.append(

@@ -74,8 +74,8 @@ def bleu(config, fields: dict, run_dir: Path, checkpoint: Path, hypotheses_file:
         )
     ordered = [hypotheses[i] for i in range(len(references))]
     hypotheses_file.write_text("".join(line + "\n" for line in ordered), encoding="utf-8")
-    metric = sacrebleu.metrics.BLEU()
-    score = metric.corpus_score(ordered, [references])
+    metric, chrf_metric = sacrebleu.metrics.BLEU(), sacrebleu.metrics.CHRF()
+    score, chrf = metric.corpus_score(ordered, [references]), chrf_metric.corpus_score(ordered, [references])
     seconds, per_second = generation_speed(finished.output)
     return Evaluation(
         command=shlex.join(command),
@@ -86,6 +86,8 @@ def bleu(config, fields: dict, run_dir: Path, checkpoint: Path, hypotheses_file:
         examples_per_second=per_second,
         checkpoint=str(checkpoint),
         sacrebleu=f"{score} {metric.get_signature()}",
+        chrf=round(chrf.score, 2),
+        chrf_signature=str(chrf_metric.get_signature()),
     )
 
 
@@ -117,10 +119,12 @@ def accuracy(config, fields: dict, run_dir: Path, checkpoint: Path, hypotheses_f
 EVALUATORS = {"bleu": bleu, "accuracy": accuracy}
 
 
-def evaluate(config, fields: dict, run_dir: Path, checkpoint: Path, epoch: int = None) -> Evaluation:
+def evaluate(config, fields: dict, run_dir: Path, checkpoint: Path, epoch: int = None, name: str = None) -> Evaluation:
+    """Scores ``checkpoint``; its hypotheses go to ``name`` in the run's folder (default hypotheses.txt,
+    hypotheses.epochN.txt for an epoch's checkpoint)."""
     if not checkpoint.is_file():
         raise EvaluationFailed(f"no checkpoint {checkpoint} to evaluate")
-    name = "hypotheses.txt" if epoch is None else f"hypotheses.epoch{epoch}.txt"
+    name = name or ("hypotheses.txt" if epoch is None else f"hypotheses.epoch{epoch}.txt")
     evaluation = EVALUATORS[config.evaluate.kind](config, fields, run_dir, checkpoint, run_dir / name)
     evaluation.epoch = epoch
     return evaluation

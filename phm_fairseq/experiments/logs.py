@@ -15,6 +15,7 @@ Lines are split on "\\n" only: a U+2028 inside a message is part of it.
 
 import datetime
 import json
+import re
 from dataclasses import dataclass, field
 
 PROGRESS_TAGS = ("train_inner", "train")  # the other JSON records are validations
@@ -64,6 +65,10 @@ def _record(line: str):
     return LogRecord(*parts)
 
 
+def _time(record: LogRecord) -> datetime.datetime:
+    return datetime.datetime.strptime(record.time, "%Y-%m-%d %H:%M:%S")
+
+
 def read_records(text: str) -> list:
     """The log records of fairseq's output; lines that continue a message are joined to it."""
     records = []
@@ -87,12 +92,21 @@ class TrainingLog:
     valid: list = field(default_factory=list)  # validations (every --valid-subset), with "subset"
     resumed_from_updates: int = 0  # the updates of the checkpoint the last process started from
     done: bool = False  # fairseq-train's "done training" record: training ended normally
+    stopped_early: bool = False  # fairseq's --patience ended the training ("early stop since ...")
+    wall_seconds: float = 0.0  # from each process's first log record to its last, summed over processes
 
     @classmethod
     def parse(cls, text: str) -> "TrainingLog":
         log = cls()
         updates = 0  # where the epoch being logged started: the previous summary, or a loaded checkpoint
-        for record in read_records(text):
+        records = []
+        # phm-run writes "$ COMMAND" before each process's output (commands.run): one span of wall time each
+        for process in re.split(r"^\$ .*$", text, flags=re.MULTILINE):
+            span = read_records(process)
+            if span:
+                log.wall_seconds += (_time(span[-1]) - _time(span[0])).total_seconds()
+            records += span
+        for record in records:
             stats = record.stats()
             if stats is not None:
                 if record.name == "train_inner":
@@ -108,7 +122,28 @@ class TrainingLog:
                 log.done = False
             elif record.name == "fairseq_cli.train" and record.message.startswith("done training"):
                 log.done = True
+            elif record.name == "fairseq_cli.train" and record.message.startswith("early stop since"):
+                log.stopped_early = True
         return log
+
+    def validations(self, metric: str) -> dict:
+        """{epoch: the validation's ``metric``} of the first --valid-subset, at the end of each epoch
+        (a resumed process that validated an epoch again: its figure)."""
+        subsets = [v["subset"] for v in self.valid]
+        return {
+            int(v["epoch"]): v[metric]
+            for v in self.valid
+            if v["subset"] == subsets[0] and isinstance(v.get(metric), float) and "epoch" in v
+        }
+
+    def best_epoch(self, metric: str, maximize: bool):
+        """The epoch whose validation fairseq's early stopping counts from: the first to reach the best
+        ``metric`` (a later tie does not reset --patience); None without validations."""
+        scores = self.validations(metric)
+        if not scores:
+            return None
+        best = (max if maximize else min)(scores.values())
+        return min(epoch for epoch, score in scores.items() if score == best)
 
     @property
     def final_updates(self):

@@ -6,13 +6,15 @@ reads every result.json below the folder; a run's place in it names the row and 
 work/runs/table2/iwslt14_de_en/phm_n4/seed1 is row phm_n4, column iwslt14_de_en (a folder with
 the configs' runs directly in it has one column). Runs of several seeds make one row: the mean
 score, its standard deviation and the seeds. A config with evaluate.epochs adds one row per
-epoch, named <row>@<N>ep (e.g. phm_n4_ft@2ep: its checkpoint at the end of epoch 2). Writes
+epoch, named <row>@<N>ep (e.g. phm_n4_ft@2ep: its checkpoint at the end of epoch 2), and one with
+evaluate.average_last a row <row>@avg<N> (the average of its last N epoch checkpoints). Writes
     OUT.md    the paper's layout: the score of every model (rows) on every corpus (columns), the
               paper's figure beside it where the config gives one; parameters without embeddings
               and their change against the dense model of the same corpus; then every run with
-              its parameters, speeds, seed and exact commands
+              its parameters, speeds, seed and exact commands; for runs trained to convergence,
+              where each seed's training stopped (best and last epoch, updates, wall time)
     OUT.csv   one line per run, every figure
-    OUT.png   score against parameters without embeddings
+    OUT.png   score against parameters without embeddings and in all, each model's seed spread
     OUT.curves.png   learning curves (training and validation loss against updates) as the
               runs' fairseq logs reported them
     OUT.epochs.png   (runs with evaluate.epochs) the score after each of those epochs against the
@@ -36,13 +38,19 @@ class ReportError(RuntimeError):
 
 @dataclass
 class Entry:
-    """One evaluation of one run, placed in the table: checkpoint_best.pt's, or an epoch's."""
+    """One evaluation of one run, placed in the table: checkpoint_best.pt's, an epoch's, or the
+    average of the last epochs' (evaluate.average_last)."""
 
     result: Result
     evaluation: Evaluation
     row: str
     column: str
     dir: Path
+
+    @property
+    def is_best(self) -> bool:
+        """checkpoint_best.pt's evaluation: the run's own row"""
+        return self.evaluation is self.result.evaluation
 
 
 def load_results(root: Path) -> list:
@@ -55,7 +63,11 @@ def load_results(root: Path) -> list:
         config_dir = file.parent.parent.relative_to(root)  # .../<config>/seed<S>/result.json
         column = str(config_dir.parent) if str(config_dir.parent) != "." else root.name
         for evaluation in result.evaluations:
-            row = config_dir.name if evaluation.epoch is None else f"{config_dir.name}@{evaluation.epoch}ep"
+            row = config_dir.name
+            if evaluation.epoch is not None:
+                row += f"@{evaluation.epoch}ep"
+            elif evaluation.averaged:
+                row += f"@avg{len(evaluation.averaged)}"
             entries.append(Entry(result, evaluation, row, column, file.parent))
     if not entries:
         raise ReportError(f"no result.json under {root} (run `phm-run` first)")
@@ -73,14 +85,15 @@ def is_dense(entry) -> bool:
 
 def row_order(name: str):
     """Dense first, then quaternion, then PHM by n: the paper's order; epochs of a run after it, in order."""
-    name, _, epoch = name.partition("@")
+    name, _, variant = name.partition("@")
     number = re.search(r"(\d+)$", name)
     return (
         "quaternion" in name,
         "phm" in name,
         int(number.group(1)) if number else 0,
         name,
-        int(epoch[:-2]) if epoch else 0,
+        variant.startswith("avg"),  # a run's average after its epochs
+        int(re.sub(r"\D", "", variant) or 0),
     )
 
 
@@ -131,11 +144,21 @@ def mean_of(runs) -> dict:
         e.seconds or (e.examples / e.examples_per_second if e.examples_per_second else None) for e in evaluation
     )
     epoch = evaluation[0].epoch
+    chrf = [e.chrf for e in evaluation if e.chrf is not None]
     return {
         "arch": first.arch,
         "metric": evaluation[0].metric,
         "score": round(mean(scores), 2),
         "score_std": round(statistics.stdev(scores), 2) if len(scores) > 1 else None,
+        "chrf": round(mean(chrf), 2) if len(chrf) == len(evaluation) else None,
+        "chrf_std": round(statistics.stdev(chrf), 2) if len(chrf) == len(evaluation) > 1 else None,
+        # where training stopped (runs trained to convergence): each seed's, as "a / b / c"
+        "best_epochs": seeds_of(t.best_epoch for t in training),
+        "last_epochs": seeds_of(t.last_epoch for t in training),
+        "stopped_early": seeds_of(t.stopped_early for t in training),
+        "train_hours": seeds_of(
+            round(t.total_wall_seconds / 3600, 2) if t.total_wall_seconds else None for t in training
+        ),
         "seeds": " ".join(str(entry.result.seed) for entry in runs),
         # the paper's figure is of a finished training, not of an epoch on the way
         "paper_score": paper.get(evaluation[0].metric) if epoch is None else None,
@@ -157,6 +180,14 @@ def mean_of(runs) -> dict:
         "train_commands": [t.command for t in training],
         "evaluate_commands": [e.command for e in evaluation],
     }
+
+
+def seeds_of(values) -> str:
+    """One figure per seed, "a / b / c"; None where no run has it."""
+    values = list(values)
+    if all(v is None for v in values):
+        return None
+    return " / ".join("?" if v is None else ("yes" if v is True else "no" if v is False else str(v)) for v in values)
 
 
 def _cell(value, paper=None):
@@ -196,6 +227,9 @@ def markdown(title, rows, results) -> str:
     metric = rows[0]["metric"]
     for r in rows:
         r["score_cell"] = f"{r['score']} ± {r['score_std']}" if r["score_std"] is not None else str(r["score"])
+        r["chrf_cell"] = (
+            "" if r["chrf"] is None else f"{r['chrf']} ± {r['chrf_std']}" if r["chrf_std"] else str(r["chrf"])
+        )
         r["params_cell"] = f"{r['params_no_emb']:,} ({r['params_change']:+.1f}%)"
         if r["module_params"]:
             r["params_cell"] += f"; {r['module_params']}"
@@ -233,6 +267,21 @@ def markdown(title, rows, results) -> str:
             f"{_cell(r['inference_seconds'], r['paper_inference_seconds'])} |"
             for r in rows
         ]
+    if any(r["last_epochs"] for r in rows):
+        lines += [
+            "",
+            "Where training stopped, each seed's (fairseq's --patience on the validation score of "
+            "--best-checkpoint-metric; `early` yes: patience ended it, no: the --max-epoch or --max-update cap):",
+            "",
+            "| model | corpus | score | chrF | best epoch | last epoch | early | updates (mean) | wall hours |",
+            "|---|---|---|---|---|---|---|---|---|",
+        ]
+        lines += [
+            f"| {r['row']} | {r['column']} | {r['score_cell']} | {r['chrf_cell']} | {_cell(r['best_epochs'])} | "
+            f"{_cell(r['last_epochs'])} | {_cell(r['stopped_early'])} | {r['updates']:,} | {_cell(r['train_hours'])} |"
+            for r in rows
+            if r["last_epochs"] and "@" not in r["row"]
+        ]
     lines += [
         "",
         "Every configuration:",
@@ -256,25 +305,35 @@ def markdown(title, rows, results) -> str:
 
 
 def plot_scores(rows, path: Path):
+    """The frontier: score against parameters without embeddings (left) and in all (right), each
+    model a point with its seeds' standard deviation, one line per corpus, sorted by parameters."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     rows = [r for r in rows if "@" not in r["row"]]  # a run's epochs have its parameters: its final score only
-    fig, ax = plt.subplots(figsize=(6.5, 4.2))
-    for column in sorted({r["column"] for r in rows}):
-        sel = sorted((r for r in rows if r["column"] == column), key=lambda r: r["params_no_emb"])
-        ax.plot([r["params_no_emb"] for r in sel], [r["score"] for r in sel], "o-", label=column)
-        for r in sel:
-            ax.annotate(
-                r["row"], (r["params_no_emb"], r["score"]), textcoords="offset points", xytext=(4, 4), fontsize=7
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4.5))
+    for ax, (key, label) in zip(axes, (("params_no_emb", "parameters without embeddings"), ("params", "parameters"))):
+        for i, column in enumerate(sorted({r["column"] for r in rows})):
+            sel = sorted((r for r in rows if r["column"] == column), key=lambda r: r[key])
+            ax.errorbar(
+                [r[key] for r in sel],
+                [r["score"] for r in sel],
+                yerr=[r["score_std"] or 0 for r in sel],
+                fmt="o-",
+                color=f"C{i}",
+                lw=1,
+                capsize=3,
+                label=column,
             )
-    ax.set_xscale("log")
-    ax.set_xlabel("parameters without embeddings")
-    ax.set_ylabel(rows[0]["metric"])
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
+            for r in sel:
+                ax.annotate(r["row"], (r[key], r["score"]), textcoords="offset points", xytext=(4, 4), fontsize=7)
+        ax.set_xscale("log")
+        ax.set_xlabel(label)
+        ax.set_ylabel(rows[0]["metric"] + (" (mean ± sd over seeds)" if any(r["score_std"] for r in rows) else ""))
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
@@ -296,7 +355,7 @@ def plot_curves(results, path: Path):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    runs = [entry for entry in results if entry.evaluation.epoch is None]  # one curve per run
+    runs = [entry for entry in results if entry.is_best]  # one curve per run
     columns = sorted({entry.column for entry in runs})
     fig, axes = plt.subplots(1, len(columns), figsize=(5.5 * len(columns), 4), squeeze=False)
     for ax, column in zip(axes[0], columns):
@@ -331,7 +390,7 @@ def scores_against_updates(results) -> dict:
     runs = {entry.dir.resolve(): entry.result for entry in results}
     series, teachers = {}, set()
     for entry in results:
-        if entry.evaluation.epoch is None:
+        if entry.evaluation.epoch is None:  # not an epoch's checkpoint
             continue
         teacher = started_from(entry.result)
         offset = 0
@@ -348,7 +407,7 @@ def scores_against_updates(results) -> dict:
         config = entry.row.partition("@")[0]
         series.setdefault((entry.column, config), {}).setdefault(entry.evaluation.epoch, []).append(point)
     for entry in results:
-        if entry.evaluation.epoch is None and entry.dir.resolve() in teachers:
+        if entry.is_best and entry.dir.resolve() in teachers:
             point = (entry.result.training.updates, entry.evaluation.score)
             series.setdefault((entry.column, entry.row), {}).setdefault(None, []).append(point)
     return series

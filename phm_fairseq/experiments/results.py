@@ -71,6 +71,16 @@ class Training:
     curve: typing.Dict[str, typing.List[typing.List[float]]] = field(default_factory=dict)
     crashed_at_exit: typing.Optional[ExitAfterTraining] = None
     data: typing.Optional[str] = None  # the data it trained on, where that is not the config's (distillation)
+    # where training stopped, over every process of a resumed run (fairseq's log): the last epoch
+    # trained, the epoch of the best validation of --best-checkpoint-metric (valid_metric) and its
+    # value, whether --patience ended it (else --max-epoch or --max-update), and the wall time of
+    # every fairseq-train process (validation and checkpointing included)
+    last_epoch: typing.Optional[int] = None
+    best_epoch: typing.Optional[int] = None
+    valid_metric: typing.Optional[str] = None
+    best_valid: typing.Optional[float] = None
+    stopped_early: typing.Optional[bool] = None
+    total_wall_seconds: typing.Optional[float] = None
 
 
 @dataclass
@@ -85,6 +95,9 @@ class Evaluation:
     epoch: typing.Optional[int] = None  # set for evaluate.epochs: the end of this epoch
     updates: typing.Optional[int] = None  # (evaluate.epochs) the updates of that checkpoint
     sacrebleu: typing.Optional[str] = None  # bleu: sacrebleu's score line and signature
+    chrf: typing.Optional[float] = None  # bleu: sacrebleu's chrF of the same hypotheses
+    chrf_signature: typing.Optional[str] = None
+    averaged: typing.Optional[typing.List[str]] = None  # evaluate.average_last: the checkpoints averaged
     accuracy: typing.Optional[float] = None  # accuracy: phm-evaluate's report
     labels: typing.Optional[typing.List[str]] = None
     confusion: typing.Optional[typing.List[typing.List[int]]] = None
@@ -147,6 +160,7 @@ class Result:
     teacher: typing.Optional[Teacher] = None
     distillation: typing.Optional[Distillation] = None
     init: typing.Optional[Init] = None
+    averaged_evaluation: typing.Optional[Evaluation] = None  # evaluate.average_last
     schema_version: int = SCHEMA_VERSION
 
     def to_dict(self) -> dict:
@@ -184,8 +198,9 @@ class Result:
 
     @property
     def evaluations(self) -> list:
-        """Every evaluation of the run: checkpoint_best.pt's first, then one per evaluate.epochs entry."""
-        return [self.evaluation, *self.epoch_evaluations]
+        """Every evaluation of the run: checkpoint_best.pt's first, then one per evaluate.epochs entry,
+        then the average of the last checkpoints' (evaluate.average_last)."""
+        return [self.evaluation, *self.epoch_evaluations, *filter(None, [self.averaged_evaluation])]
 
 
 def from_json(kind, value):

@@ -13,12 +13,13 @@ stopped: checkpoints of the same fingerprint are resumed (fairseq-train's own re
 finished training is only re-evaluated; checkpoints of another fingerprint are refused.
 """
 
+import dataclasses
 import shlex
 import shutil
 import time
 from pathlib import Path
 
-from . import commands, evaluation
+from . import averaging, commands, evaluation, fairseq_train
 from .commands import PLUGIN_DIR, CommandFailed, options
 from .config import Config, fill, load_config
 from .distill import distilled_data
@@ -130,6 +131,10 @@ class Runner:
         if previous and previous.fingerprint == fingerprint.sha256:
             print(f"== {name}: trained already (the same training fingerprint): evaluating again", flush=True)
             training, init, distillation = previous.training, previous.init, previous.distillation
+            if (run_dir / "train.log").exists():  # what the log says of where training stopped, as this build reads it
+                training = dataclasses.replace(
+                    training, **stopping(config, TrainingLog.parse(read_text(run_dir / "train.log")))
+                )
         else:
             distillation, train_data = None, config.data
             if config.distill is not None:
@@ -158,6 +163,10 @@ class Runner:
             epochs.append(evaluation.evaluate(config, fields, run_dir, checkpoint, epoch=epoch))
             epochs[-1].updates = saved_updates(checkpoint)
 
+        averaged = None
+        if config.evaluate.average_last:
+            averaged = evaluate_average(config, fields, run_dir, config.evaluate.average_last)
+
         from phm_fairseq.provenance import environment
 
         result = Result(
@@ -184,9 +193,13 @@ class Runner:
             else None,
             distillation=distillation,
             init=init,
+            averaged_evaluation=averaged,
         )
         result.write(result_path)
-        scores = ", ".join(f"after epoch {e.epoch}: {e.score}" for e in epochs)
+        scores = ", ".join(
+            [f"after epoch {e.epoch}: {e.score}" for e in epochs]
+            + ([f"the last {len(averaged.averaged)} epochs averaged: {averaged.score}"] if averaged else [])
+        )
         print(
             f"== {name}: {best.metric} {best.score}" + (f" ({scores})" if scores else "") + f" -> {result_path}",
             flush=True,
@@ -222,7 +235,7 @@ class Runner:
 
 def train_command(config: Config, fields: dict, run_dir: Path, data: str, init_checkpoint=None) -> list:
     command = [
-        "fairseq-train",
+        *fairseq_train.COMMAND,  # fairseq-train, with early stopping that survives a resume
         data,
         "--user-dir",
         str(PLUGIN_DIR),
@@ -242,15 +255,10 @@ def train(config: Config, fields: dict, run_dir: Path, data: str, init_checkpoin
     command = train_command(config, fields, run_dir, data, init_checkpoint)
     started = time.time()
     crashed = None
-    saved = saved_updates(checkpoints / "checkpoint_last.pt")
-    max_update = config.train.get("max-update")
-    if saved is not None and isinstance(max_update, int) and saved >= max_update and (run_dir / "train.log").exists():
-        # resuming a finished run, fairseq-train would train one update past max-update
-        print(
-            f"== {config.path.name}: checkpoint_last.pt is at update {saved} (train.max-update {max_update}): "
-            "the training finished already",
-            flush=True,
-        )
+    finished_already = finished_training(config, checkpoints / "checkpoint_last.pt")
+    if finished_already and (run_dir / "train.log").exists():
+        # resuming a finished training, fairseq-train would train one update (or epoch) more
+        print(f"== {config.path.name}: {finished_already}: the training finished already", flush=True)
         finished = None
     else:
         finished = commands.run(command, run_dir / "train.log", check=False)
@@ -265,7 +273,7 @@ def train(config: Config, fields: dict, run_dir: Path, data: str, init_checkpoin
             "complete and is kept; result.json records the exit (training.crashed_at_exit)",
             flush=True,
         )
-    log = TrainingLog.parse((run_dir / "train.log").read_text(encoding="utf-8"))
+    log = TrainingLog.parse(read_text(run_dir / "train.log"))
     last = log.epochs[-1] if log.epochs else {}
     return Training(
         command=shlex.join(command),
@@ -279,7 +287,59 @@ def train(config: Config, fields: dict, run_dir: Path, data: str, init_checkpoin
         curve=log.curve(),
         crashed_at_exit=crashed,
         data=data if data != config.data else None,
+        **stopping(config, log),
     )
+
+
+def stopping(config: Config, log: TrainingLog) -> dict:
+    """Training's fields on where it stopped (Training.last_epoch ... total_wall_seconds), from its log."""
+    last = log.epochs[-1] if log.epochs else {}
+    metric = config.train.get("best-checkpoint-metric", "loss")
+    best_epoch = log.best_epoch(metric, maximize=bool(config.train.get("maximize-best-checkpoint-metric")))
+    return {
+        "last_epoch": int(last["epoch"]) if "epoch" in last else None,
+        "best_epoch": best_epoch,
+        "valid_metric": metric,
+        "best_valid": log.validations(metric)[best_epoch] if best_epoch is not None else None,
+        "stopped_early": log.stopped_early,
+        "total_wall_seconds": round(log.wall_seconds, 1),
+    }
+
+
+def evaluate_average(config: Config, fields: dict, run_dir: Path, count: int):
+    """The average of the last ``count`` epoch checkpoints (checkpoint_avg_lastK.pt), scored."""
+    checkpoints = run_dir / CHECKPOINTS
+    try:
+        sources = averaging.last_epoch_checkpoints(checkpoints, count)
+    except averaging.AveragingError as error:
+        raise RunError(f"{config.path}: evaluate.average_last: {error}") from None
+    averaged = averaging.average_checkpoints(sources, checkpoints / f"checkpoint_avg_last{count}.pt")
+    print(f"== {config.path.name}: averaged {', '.join(p.name for p in sources)} -> {averaged}", flush=True)
+    scored = evaluation.evaluate(config, fields, run_dir, averaged, name=f"hypotheses.avg_last{count}.txt")
+    scored.averaged = [str(p) for p in sources]
+    return scored
+
+
+def read_text(path: Path) -> str:
+    return path.read_text(encoding="utf-8")
+
+
+def finished_training(config: Config, checkpoint: Path):
+    """Why the training that saved ``checkpoint`` is over (its update count at train.max-update, or
+    early stopping's count at train.patience), or None where it goes on or there is no checkpoint."""
+    saved = saved_updates(checkpoint)
+    if saved is None:
+        return None
+    max_update, patience = config.train.get("max-update"), config.train.get("patience")
+    if isinstance(max_update, int) and saved >= max_update:
+        return f"checkpoint_last.pt is at update {saved} (train.max-update {max_update})"
+    state = fairseq_train.early_stopping_state(checkpoint)
+    if isinstance(patience, int) and patience > 0 and state and state["num_runs"] >= patience:
+        return (
+            f"checkpoint_last.pt is {state['num_runs']} validations past its best (train.patience {patience}): "
+            "early stopping ended it"
+        )
+    return None
 
 
 def adopt_legacy(previous: Result, config: Config, fields: dict, run_dir: Path, fingerprint: Fingerprint) -> bool:

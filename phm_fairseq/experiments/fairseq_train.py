@@ -1,0 +1,99 @@
+"""fairseq-train as phm-run runs it: fairseq's own training, whose early stopping survives a resume.
+
+    python -m phm_fairseq.experiments.fairseq_train DATA [fairseq-train options]
+
+fairseq's ``--patience`` counts the validations without improvement in attributes of the function
+``fairseq_cli.train.should_stop_early`` (``best``, ``num_runs``), which no checkpoint saves: a resumed
+fairseq-train starts counting again from its first validation, against that validation's score
+instead of the best so far. A run resumed every few epochs (phm-run across sessions) would then stop
+later than the same run uninterrupted, or never. Here every checkpoint also carries that count
+(extra_state["should_stop_early"]), and a resumed training starts from the count of the checkpoint
+it resumes, so that it stops exactly where an uninterrupted one does.
+"""
+
+import logging
+import os
+import sys
+from pathlib import Path
+
+EXTRA_STATE_KEY = "should_stop_early"
+
+
+def early_stopping_state(checkpoint: Path):
+    """{"best": float, "num_runs": int} of fairseq's early stopping when ``checkpoint`` was saved by
+    this launcher; None where there is no such checkpoint or it carries no count."""
+    import torch
+
+    import phm_fairseq.checkpoints  # noqa: F401  (safe loading of the plugin's checkpoints)
+
+    if not Path(checkpoint).is_file():
+        return None
+    try:
+        state = torch.load(checkpoint, map_location="cpu", weights_only=True, mmap=True)
+    except Exception:  # truncated or not a checkpoint: fairseq itself will say so when it loads it
+        return None
+    saved = (state.get("extra_state") or {}).get(EXTRA_STATE_KEY)
+    return dict(saved) if saved and saved.get("best") is not None else None
+
+
+# how phm-run starts it (commands.environment puts the run's interpreter first on PATH)
+MODULE = "phm_fairseq.experiments.fairseq_train"
+COMMAND = ("python", "-m", MODULE)
+
+
+def training_arguments(command: list) -> list:
+    """fairseq-train's arguments of a training command line, written either way: ``fairseq-train ARGS``
+    or this launcher's ``python -m phm_fairseq.experiments.fairseq_train ARGS``."""
+    if command and Path(command[0]).name == "fairseq-train":
+        return list(command[1:])
+    if len(command) >= 3 and command[1:3] == ["-m", MODULE]:
+        return list(command[3:])
+    raise ValueError(f"expected a fairseq-train command, got {' '.join(command)[:80]!r}")
+
+
+def save_dir(argv: list) -> Path:
+    """--save-dir of a fairseq-train command line (fairseq's default: checkpoints)."""
+    for i, arg in enumerate(argv):
+        if arg == "--save-dir" and i + 1 < len(argv):
+            return Path(argv[i + 1])
+        if arg.startswith("--save-dir="):
+            return Path(arg.split("=", 1)[1])
+    return Path("checkpoints")
+
+
+def main(argv=None) -> None:
+    argv = sys.argv[1:] if argv is None else argv
+    from fairseq.trainer import Trainer
+
+    # fairseq-train's log format (fairseq_cli/train.py sets it when imported first; here this
+    # package's import of fairseq came first): phm-run reads these records
+    logging.basicConfig(
+        format="%(asctime)s | %(levelname)s | %(name)s | %(message)s",
+        datefmt="%Y-%m-%d %H:%M:%S",
+        level=os.environ.get("LOGLEVEL", "INFO").upper(),
+        stream=sys.stdout,
+        force=True,
+    )
+    from fairseq_cli import train
+
+    import phm_fairseq  # noqa: F401  (the plugin, and its clean exit; --user-dir imports it again: a no-op)
+
+    state = early_stopping_state(save_dir(argv) / "checkpoint_last.pt")
+    if state is not None:  # resuming: count on from where the checkpoint stopped counting
+        train.should_stop_early.best = state["best"]
+        train.should_stop_early.num_runs = state["num_runs"]
+
+    save_checkpoint = Trainer.save_checkpoint
+
+    def save_checkpoint_with_early_stopping(self, filename, extra_state):
+        best = getattr(train.should_stop_early, "best", None)  # a float, or a numpy one: kept as a float
+        counts = None if best is None else {"best": float(best), "num_runs": int(train.should_stop_early.num_runs)}
+        return save_checkpoint(self, filename, {**extra_state, EXTRA_STATE_KEY: counts})
+
+    Trainer.save_checkpoint = save_checkpoint_with_early_stopping
+    sys.argv = ["fairseq-train", *argv]
+    train.cli_main()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,213 @@
+"""Training to convergence with phm-run on a tiny copy task: fairseq's --patience, exact across a
+resume (phm_fairseq.experiments.fairseq_train), and the average of the last epoch checkpoints."""
+
+import random
+import sys
+
+import pytest
+import sacrebleu
+import torch
+import yaml
+from conftest import TINY, console, fairseq_preprocess, run_command
+
+from phm_fairseq.experiments.averaging import AveragingError, average_checkpoints, last_epoch_checkpoints
+from phm_fairseq.experiments.fairseq_train import early_stopping_state, training_arguments
+from phm_fairseq.experiments.logs import TrainingLog
+from phm_fairseq.experiments.results import Result
+
+PATIENCE = 2
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory):
+    """Training pairs copy their source; validation pairs do not (their targets are other random
+    strings), so the validation loss falls, then rises as the model learns to copy: early stopping
+    has something to stop, within a few epochs."""
+    raw = tmp_path_factory.mktemp("early_stopping")
+    rng = random.Random(0)
+
+    def line():
+        return " ".join(rng.choice("0123456789abcdef") for _ in range(rng.randint(3, 8)))
+
+    for split, size in {"train": 300, "valid": 40, "test": 30}.items():
+        sources = [line() for _ in range(size)]
+        targets = sources if split != "valid" else [line() for _ in range(size)]
+        (raw / f"{split}.src").write_text("\n".join(sources) + "\n")
+        (raw / f"{split}.tgt").write_text("\n".join(targets) + "\n")
+    return {"raw": raw, "bin": fairseq_preprocess(raw, "src", "tgt")}
+
+
+def training_options(data_bin, save_dir, max_epoch) -> list:
+    options = {
+        "task": "translation",
+        "arch": "phm_transformer_demo",
+        "phm-n": 2,
+        "share-all-embeddings": True,
+        "optimizer": "adam",
+        "lr": 0.005,
+        "criterion": "label_smoothed_cross_entropy",
+        "max-tokens": 512,
+        "max-epoch": max_epoch,
+        "patience": PATIENCE,
+        "keep-last-epochs": 3,
+        "log-format": "json",
+        "save-dir": save_dir,
+        "seed": 1,
+        **TINY,
+    }
+    args = [str(data_bin)]
+    for key, value in options.items():
+        args += [f"--{key}"] + ([] if value is True else [str(value)])
+    return args
+
+
+def launch(*args):
+    import phm_fairseq
+
+    return run_command(
+        sys.executable,
+        "-m",
+        "phm_fairseq.experiments.fairseq_train",
+        *args,
+        "--user-dir",
+        phm_fairseq.__path__[0],
+    )
+
+
+def validations(output: str) -> dict:
+    return TrainingLog.parse(output).validations("loss")
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(data, tmp_path_factory):
+    save_dir = tmp_path_factory.mktemp("uninterrupted")
+    out = launch(*training_options(data["bin"], save_dir, 40))
+    return {"dir": save_dir, "log": TrainingLog.parse(out.stdout + out.stderr)}
+
+
+def test_patience_stops_the_training_before_max_epoch(uninterrupted):
+    log = uninterrupted["log"]
+    scores = log.validations("loss")
+    best = log.best_epoch("loss", maximize=False)
+    last = max(scores)
+    assert log.stopped_early and log.done
+    assert last < 40 and last == best + PATIENCE  # stopped PATIENCE validations after the best one
+    assert all(scores[epoch] >= scores[best] for epoch in range(best + 1, last + 1))
+    state = early_stopping_state(uninterrupted["dir"] / "checkpoint_last.pt")
+    assert state == {"best": pytest.approx(state["best"]), "num_runs": PATIENCE}
+    # the count is of fairseq's unrounded loss; the log prints it to 3 decimals
+    assert state["best"] == pytest.approx(scores[best], abs=5e-4)
+
+
+def test_a_resumed_training_counts_on_from_its_checkpoint(data, uninterrupted, tmp_path):
+    """Interrupted one validation after the best (the patience count at 1) and resumed: fairseq alone
+    would count again from the resumed epoch's score, so it could stop PATIENCE validations after the
+    resume at the earliest; resumed by the launcher, the training stops PATIENCE validations after
+    the best of both processes, as an uninterrupted training does."""
+    log = uninterrupted["log"]
+    best = log.best_epoch("loss", maximize=False)
+    first = launch(*training_options(data["bin"], tmp_path, best + 1))
+    history = validations(first.stdout + first.stderr)
+    assert history == {epoch: score for epoch, score in log.validations("loss").items() if epoch <= best + 1}
+    state = early_stopping_state(tmp_path / "checkpoint_last.pt")
+    assert state == {"best": pytest.approx(history[best], abs=5e-4), "num_runs": 1}
+
+    second = launch(*training_options(data["bin"], tmp_path, 40))
+    resumed = TrainingLog.parse(second.stdout + second.stderr)
+    assert resumed.resumed_from_updates > 0 and resumed.stopped_early
+    history |= resumed.validations("loss")
+    overall_best = min(history, key=lambda epoch: (history[epoch], epoch))
+    assert max(history) == overall_best + PATIENCE < 40
+
+
+def test_average_of_checkpoints_is_the_mean_of_their_weights(uninterrupted, tmp_path):
+    sources = last_epoch_checkpoints(uninterrupted["dir"], 3)
+    epochs = [int(p.stem.removeprefix("checkpoint")) for p in sources]
+    assert epochs == list(range(epochs[-1] - 2, epochs[-1] + 1))  # the last three, in order
+    averaged = torch.load(average_checkpoints(sources, tmp_path / "avg.pt"), weights_only=True)
+    weights = [torch.load(p, weights_only=True)["model"] for p in sources]
+    for name, value in averaged["model"].items():
+        expected = sum(w[name].double() for w in weights) / 3
+        assert value.dtype == weights[0][name].dtype
+        torch.testing.assert_close(value.double(), expected, rtol=0, atol=1e-6)
+    assert averaged["last_optimizer_state"] is None
+    with pytest.raises(AveragingError, match="holds 3 .*--keep-last-epochs 4"):
+        last_epoch_checkpoints(uninterrupted["dir"], 4)
+
+
+def test_phm_run_trains_to_convergence_and_scores_the_best_and_the_averaged_checkpoints(data, tmp_path):
+    configs = tmp_path / "configs" / "converged"
+    configs.mkdir(parents=True)
+    config = {
+        "data": str(data["bin"]),
+        "train": {
+            "task": "translation",
+            "arch": "phm_transformer_demo",
+            "phm-n": 2,
+            "share-all-embeddings": True,
+            "optimizer": "adam",
+            "lr": 0.005,
+            "criterion": "label_smoothed_cross_entropy",
+            "max-tokens": 512,
+            "max-epoch": 40,
+            "patience": PATIENCE,
+            "keep-last-epochs": 3,
+            **TINY,
+        },
+        "evaluate": {
+            "kind": "bleu",
+            "reference": str(data["raw"] / "test.tgt"),
+            "average_last": 3,
+            "generate": {"gen-subset": "test", "beam": 2, "required-batch-size-multiple": 1},
+        },
+    }
+    path = configs / "phm.yaml"
+    path.write_text(yaml.safe_dump(config))
+    runs = tmp_path / "runs"
+    run_command(console("phm-run"), path, "--runs-dir", runs)
+    run = runs / "converged" / "phm" / "seed1"
+    result = Result.read(run / "result.json")
+    training = result.training
+    assert training.stopped_early and training.last_epoch == training.best_epoch + PATIENCE < 40
+    assert training.valid_metric == "loss" and training.best_valid is not None
+    assert training.total_wall_seconds > 0
+    averaged = result.averaged_evaluation
+    assert [p.rsplit("/", 1)[1] for p in averaged.averaged] == [
+        f"checkpoint{e}.pt" for e in range(training.last_epoch - 2, training.last_epoch + 1)
+    ]
+    assert averaged.checkpoint.endswith("checkpoint_avg_last3.pt") and averaged.metric == "bleu"
+    # both checkpoints translated the whole test set, scored with sacrebleu's BLEU and chrF
+    references = (data["raw"] / "test.tgt").read_text().splitlines()
+    for evaluation, name in ((result.evaluation, "hypotheses.txt"), (averaged, "hypotheses.avg_last3.txt")):
+        hypotheses = (run / name).read_text().splitlines()
+        assert len(hypotheses) == 30 and evaluation.examples == 30
+        assert evaluation.score == round(sacrebleu.corpus_bleu(hypotheses, [references]).score, 2)
+        assert evaluation.chrf == round(sacrebleu.corpus_chrf(hypotheses, [references]).score, 2)
+
+    # phm-collect: the averaged checkpoint's row beside the run's, and where the training stopped
+    run_command(console("phm-collect"), runs / "converged", "--out", tmp_path / "report")
+    report = (tmp_path / "report.md").read_text()
+    lines = report.splitlines()
+
+    def first_line(start):
+        return next(line for line in lines if line.startswith(start))
+
+    # the score table comes first
+    assert first_line("| phm |") == f"| phm | {result.evaluation.score} |"
+    assert first_line("| phm@avg3 |") == f"| phm@avg3 | {averaged.score} |"
+    stopped = first_line("| phm | converged | ")
+    assert f"| {training.best_epoch} | {training.last_epoch} | yes |" in stopped
+
+    # result.json lost: evaluated again, not trained again (early stopping had ended the training)
+    (run / "result.json").unlink()
+    again = run_command(console("phm-run"), path, "--runs-dir", runs)
+    assert "early stopping ended it: the training finished already" in again.stdout
+    assert Result.read(run / "result.json").training.last_epoch == training.last_epoch
+
+
+def test_training_arguments_of_either_command_form():
+    args = ["DATA", "--arch", "x"]
+    assert training_arguments(["fairseq-train", *args]) == args
+    assert training_arguments(["python", "-m", "phm_fairseq.experiments.fairseq_train", *args]) == args
+    with pytest.raises(ValueError, match="expected a fairseq-train command"):
+        training_arguments(["fairseq-generate", *args])
