@@ -26,13 +26,21 @@ def main(argv=None):
         prog="phm-collect", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("runs", type=Path, help="a folder of runs (searched for result.json)")
-    parser.add_argument("--out", type=Path, required=True, help="output path without suffix")
+    parser.add_argument("--out", required=True, help="output path without suffix")
     parser.add_argument("--title", help="the table's title (default: the folder's name)")
     args = parser.parse_args(argv)
 
     from phm_fairseq.experiments.report import ReportError, collect
     from phm_fairseq.experiments.results import ResultError
 
+    if not Path(args.out).name or args.out.endswith(("/", ".")):
+        parser.error(
+            f"--out {args.out!r}: give a path without suffix, e.g. work/reports/table2 (writes table2.md, ...)"
+        )
+    args.out = Path(args.out)
+    for parent in (args.out.parent, *args.out.parent.parents):
+        if parent.exists() and not parent.is_dir():
+            parser.error(f"--out {args.out}: {parent} is a file, not a folder")
     try:
         collect(args.runs, args.out, args.title)
     except (ReportError, ResultError) as error:

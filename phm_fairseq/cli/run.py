@@ -42,8 +42,21 @@ false or null leave it out. Files named _*.yaml are bases for `extends` and are 
 """
 
 import argparse
+import signal
 import sys
 from pathlib import Path
+
+
+def seed_value(text: str) -> int:
+    from phm_fairseq.experiments.config import MAX_SEED, is_seed
+
+    try:
+        value = int(text)
+    except ValueError:
+        value = None
+    if not is_seed(value):
+        raise argparse.ArgumentTypeError(f"a seed is an integer from 0 to {MAX_SEED}, not {text!r}")
+    return value
 
 
 def main(argv=None):
@@ -56,7 +69,7 @@ def main(argv=None):
     )
     parser.add_argument(
         "--seeds",
-        type=int,
+        type=seed_value,
         nargs="+",
         metavar="S",
         help="run every config once per seed (default: the config's own seed)",
@@ -75,7 +88,12 @@ def main(argv=None):
     from phm_fairseq.experiments.evaluation import EvaluationFailed
     from phm_fairseq.experiments.runner import RunError, Runner, check_all
 
+    # SIGTERM (a session's end, `kill`) stops phm-run as Ctrl-C does: the command it runs is
+    # stopped too, and the next phm-run resumes
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
     try:
+        if args.runs_dir.exists() and not args.runs_dir.is_dir():
+            raise ConfigError(f"--runs-dir {args.runs_dir} is a file, not a folder of runs")
         jobs = check_all(args.configs, args.runs_dir, args.seeds)
         runner = Runner(args.runs_dir, force=args.force)
         for i, (config, seed) in enumerate(jobs, 1):
@@ -88,6 +106,13 @@ def main(argv=None):
         parser.exit(1, f"phm-run: error: {error}\n" + (f"its last lines on stderr:\n{tail}" if tail else ""))
     except (RunError, EvaluationFailed, DistillationFailed) as error:
         parser.exit(1, f"phm-run: error: {error}\n")
+    except (KeyboardInterrupt, SystemExit) as stop:
+        code = stop.code if isinstance(stop, SystemExit) else 130
+        parser.exit(
+            code,
+            "phm-run: stopped; the command it was running is stopped too. Run the same phm-run "
+            "again to go on: finished runs are kept, an interrupted training resumes from its last checkpoint\n",
+        )
     return 0
 
 

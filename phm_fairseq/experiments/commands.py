@@ -69,10 +69,12 @@ def run(command: list, log: Path, check: bool = True, quiet: bool = False, tail:
     stdout, stderr = [], []
     lock = threading.Lock()
     try:
-        process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=environment())
+        process = subprocess.Popen(
+            command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=environment(), preexec_fn=end_with_parent
+        )
     except OSError as error:  # e.g. a command that is not installed
         raise CommandFailed(command, 127, log, [str(error)]) from None
-    with open(log, "a", encoding="utf-8") as log_file, process:
+    with open(log, "a", encoding="utf-8") as log_file, ends_with_caller(process):
         log_file.write(f"$ {shlex.join(command)}\n")
 
         def pump(stream, lines, console):
@@ -82,6 +84,7 @@ def run(command: list, log: Path, check: bool = True, quiet: bool = False, tail:
                     console.write(line)
                     console.flush()
                     log_file.write(line)
+                    log_file.flush()  # the log can be followed as the command runs
                 lines.append(line)
 
         threads = [threading.Thread(target=pump, args=(process.stderr, stderr, sys.stderr), daemon=True)]
@@ -93,6 +96,40 @@ def run(command: list, log: Path, check: bool = True, quiet: bool = False, tail:
     if check and process.returncode:
         raise CommandFailed(command, process.returncode, log, stderr_tail)
     return Finished(command, process.returncode, "".join(stdout), "".join(stderr), stderr_tail)
+
+
+def end_with_parent() -> None:
+    """In the child, before it runs: Linux sends it SIGTERM when phm-run dies, even by SIGKILL, so
+    that no training goes on writing checkpoints that nobody records (elsewhere: nothing to do)."""
+    if sys.platform.startswith("linux"):
+        import ctypes
+        import signal
+
+        PR_SET_PDEATHSIG = 1
+        ctypes.CDLL(None).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+
+
+@contextlib.contextmanager
+def ends_with_caller(process: subprocess.Popen, grace: float = 30.0):
+    """The command ends when its caller stops waiting for it: on an exception (Ctrl-C, phm-run's
+    SIGTERM, an error) it is asked to stop (SIGTERM), then killed after ``grace`` seconds. fairseq
+    writes each checkpoint to a temporary file first: the next phm-run resumes from the last whole one."""
+    try:
+        yield process
+        process.wait()
+    except BaseException:
+        if process.poll() is None:
+            process.terminate()
+            try:
+                process.wait(grace)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+        raise
+    finally:
+        for stream in (process.stdout, process.stderr):
+            if stream:
+                stream.close()
 
 
 def run_shell(command: str, log: Path) -> Finished:
@@ -162,3 +199,22 @@ def check_with_fairseq(config, fields: dict, extra_train: list = ()) -> None:
     problems = [p for p in problems if p]
     if problems:
         raise ConfigError(f"{config.path}:\n" + "\n".join(f"  {problem}" for problem in problems))
+
+
+def check_model(config, fields: dict) -> None:
+    """Builds the config's model as fairseq-train does (its task set up on the prepared data's
+    dictionaries; no training data is read): sizes that the model refuses, e.g. a --phm-n that does
+    not divide a layer's dimensions, are found before anything runs, not after hours of other runs."""
+    from fairseq import options as fairseq_options
+    from fairseq import tasks
+
+    import phm_fairseq  # noqa: F401  (registers the plugin's models, tasks and criterions)
+
+    args = [config.data, "--user-dir", str(PLUGIN_DIR), *options(config.train, fields)]
+    parsed = fairseq_options.parse_args_and_arch(fairseq_options.get_training_parser(), input_args=args)
+    try:
+        tasks.setup_task(parsed).build_model(parsed)
+    except Exception as error:  # the model's own refusal, whatever its type: shown as it is
+        raise ConfigError(
+            f"{config.path}:\n  train: fairseq cannot build the model {config.arch}: {type(error).__name__}: {error}"
+        ) from None

@@ -66,6 +66,13 @@ class ConfigError(ValueError):
     pass
 
 
+MAX_SEED = 2**32 - 1  # numpy's seeds, which fairseq sets from --seed, are 32-bit unsigned
+
+
+def is_seed(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_SEED
+
+
 @dataclass(frozen=True)
 class Evaluate:
     kind: str  # "bleu" (fairseq-generate + sacrebleu) or "accuracy" (phm-evaluate)
@@ -126,12 +133,44 @@ def merge(base: dict, override: dict) -> dict:
     return merged
 
 
+class ConfigLoader(yaml.SafeLoader):
+    """YAML's safe loader, stricter: a key given twice in one mapping is an error (PyYAML keeps the
+    last silently), and so is an alias (*name): configs have no use for them, and nested aliases
+    expand exponentially (a few lines can ask for gigabytes)."""
+
+    def compose_node(self, parent, index):
+        if self.check_event(yaml.AliasEvent):
+            event = self.peek_event()
+            raise yaml.composer.ComposerError(
+                None,
+                None,
+                f"alias *{event.anchor}: configs do not use YAML aliases; write the value out",
+                event.start_mark,
+            )
+        return super().compose_node(parent, index)
+
+    def construct_mapping(self, node, deep=False):
+        seen = {}
+        for key_node, _value in node.value:
+            key = self.construct_object(key_node, deep=True)
+            if key in seen:
+                raise yaml.constructor.ConstructorError(
+                    f"while reading the mapping at line {node.start_mark.line + 1}",
+                    node.start_mark,
+                    f"key {key!r} given twice (lines {seen[key] + 1} and {key_node.start_mark.line + 1}): keep one",
+                    key_node.start_mark,
+                )
+            seen[key] = key_node.start_mark.line
+        return super().construct_mapping(node, deep)
+
+
 def read_config(path: Path, seen=()) -> dict:
     """The mapping of a config file with its ``extends`` chain resolved."""
     if path in seen:
         raise ConfigError(f"{path}: `extends` loops back to itself")
     try:
-        config = yaml.safe_load(path.read_text(encoding="utf-8"))
+        with open(path, encoding="utf-8") as file:  # marks in messages name the file
+            config = yaml.load(file, Loader=ConfigLoader)
     except FileNotFoundError:
         raise ConfigError(f"{seen[-1] if seen else path}: no config file {path}") from None
     except (OSError, UnicodeDecodeError, yaml.YAMLError) as error:
@@ -272,8 +311,8 @@ def check(values: dict, path: Path) -> Config:
     for key in ("description", "data", "prepare", "count_module", "teacher"):
         _check_string(values, key, problems, has_teacher)
     seed = values.get("seed", 1)
-    if not isinstance(seed, int) or isinstance(seed, bool):
-        problems.append(f"seed: expected an integer, got {seed!r}")
+    if not is_seed(seed):
+        problems.append(f"seed: expected an integer from 0 to {MAX_SEED} (fairseq's and numpy's seeds), got {seed!r}")
     paper = values.get("paper", {})
     if not isinstance(paper, dict):
         problems.append(f"paper: expected a mapping of the paper's figures, got {paper!r}")

@@ -45,12 +45,17 @@ class Fingerprint:
 
     def changes(self, new: "Fingerprint") -> list:
         """What differs, one "key: old -> new" line per value (dotted keys for options)."""
-        old, now = _flat(self.values), _flat(new.values)
-        lines = []
-        for key in sorted(set(old) | set(now)):
-            if old.get(key, _UNSET) != now.get(key, _UNSET):
-                lines.append(f"{key}: {_show(old.get(key, _UNSET))} -> {_show(now.get(key, _UNSET))}")
-        return lines
+        return differences(self.values, new.values)
+
+
+def differences(old: dict, new: dict) -> list:
+    """What differs between two configs' values, one "key: old -> new" line per value (dotted keys)."""
+    old, now = _flat(old), _flat(new)
+    lines = []
+    for key in sorted(set(old) | set(now)):
+        if old.get(key, _UNSET) != now.get(key, _UNSET):
+            lines.append(f"{key}: {_show(old.get(key, _UNSET))} -> {_show(now.get(key, _UNSET))}")
+    return lines
 
 
 _UNSET = object()

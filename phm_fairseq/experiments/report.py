@@ -28,6 +28,7 @@ import statistics
 from dataclasses import dataclass
 from pathlib import Path
 
+from .fingerprint import differences
 from .logs import legacy_curve
 from .results import Evaluation, Result
 
@@ -114,6 +115,7 @@ def run_rows(results) -> list:
             dense.setdefault(column, mean_of(runs))
     rows = []
     for (column, name), runs in groups.items():
+        check_one_config(runs)
         row = mean_of(runs)
         reference = dense.get(column)
         dense_no_emb = reference["params_no_emb"] if reference else row["dense_params_no_emb"]
@@ -130,6 +132,27 @@ def run_rows(results) -> list:
         )
         rows.append(row)
     return sorted(rows, key=lambda row: (row["column"], row_order(row["row"])))
+
+
+def check_one_config(runs) -> None:
+    """The seeds of one row ran one config: a config edited after some of its seeds ran (and rerun
+    for others only) would otherwise be averaged with them as if it were the same experiment."""
+    first = runs[0].result
+    for entry in runs[1:]:
+        if first.config_values is None or entry.result.config_values is None:
+            continue  # written before results held the config: nothing to compare
+        changes = differences(
+            {k: v for k, v in first.config_values.items() if k != "seed"},
+            {k: v for k, v in entry.result.config_values.items() if k != "seed"},
+        )
+        if changes:
+            raise ReportError(
+                f"{runs[0].column}/{runs[0].row}: seed {first.seed} and seed {entry.result.seed} ran different "
+                "configs, which one row cannot average:\n"
+                + "\n".join(f"  {line}" for line in changes)
+                + f"\nRun phm-run on {first.config} for every seed again (the ones done with the current "
+                "config are kept), or collect the runs in separate folders"
+            )
 
 
 def mean_of(runs) -> dict:

@@ -186,6 +186,8 @@ class Result:
 
     @classmethod
     def from_dict(cls, data: dict) -> "Result":
+        if not isinstance(data, dict):
+            raise TypeError(f"a result is a JSON object, not {type(data).__name__} {json.dumps(data)[:40]}")
         version = data.get("schema_version", 0)
         if not isinstance(version, int) or version > SCHEMA_VERSION:
             raise ValueError(

@@ -13,9 +13,15 @@ stopped: checkpoints of the same fingerprint are resumed (fairseq-train's own re
 finished training is only re-evaluated; checkpoints of another fingerprint are refused.
 """
 
+import contextlib
 import dataclasses
+import fcntl
+import os
+import re
 import shlex
 import shutil
+import socket
+import sys
 import time
 from pathlib import Path
 
@@ -29,12 +35,47 @@ from .results import Environment, ExitAfterTraining, Init, Parameters, Result, R
 
 CHECKPOINTS = "checkpoints"
 BEST = "checkpoint_best.pt"
-# what --force removes: only what phm-run made (the data and prepare.log stay)
-MADE_BY_PHM_RUN = ("result.json", "train.log", "evaluate.log", "init.log", "hypotheses*.txt", "distill")
+LOCK = ".phm-run.lock"
+# what --force removes: the files phm-run and the commands it runs write, by their exact names
+# (the data, prepare.log and any file of the user's stay)
+MADE_BY_PHM_RUN = re.compile(
+    r"(result\.json|train\.log|evaluate\.log|init\.log|hypotheses(\.epoch\d+|\.avg_last\d+)?\.txt)"
+)
+# fairseq-train's checkpoints (epoch, update, best, last, --keep-best-checkpoints) and phm-run's average
+CHECKPOINT_FILES = re.compile(r"checkpoint(\d+|_\d+_\d+|_best|_last|\.best_.+|_avg_last\d+)\.pt|fingerprint\.json")
 
 
 class RunError(RuntimeError):
     pass
+
+
+@contextlib.contextmanager
+def run_lock(run_dir: Path):
+    """One phm-run at a time in a run folder: an exclusive lock on RUN/.phm-run.lock, held while the
+    run is prepared, trained and evaluated (the system drops it when the process ends, however it
+    ends). The file names its holder, for the message of a second phm-run."""
+    run_dir.mkdir(parents=True, exist_ok=True)
+    file = open(run_dir / LOCK, "a+", encoding="utf-8")
+    try:
+        fcntl.flock(file, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        file.seek(0)
+        holder = file.read().strip() or "a process that has not said who it is yet"
+        file.close()
+        raise RunError(
+            f"{run_dir} is in use by another phm-run ({holder}): one phm-run at a time in a run folder. "
+            "Wait for it to finish, or stop it and run again (an interrupted training resumes)"
+        ) from None
+    try:
+        file.seek(0)
+        file.truncate()
+        started = time.strftime("%Y-%m-%d %H:%M:%S")
+        file.write(f"pid {os.getpid()} on {socket.gethostname()} since {started}: {shlex.join(sys.argv)}\n")
+        file.flush()
+        yield
+    finally:
+        file.truncate(0)
+        file.close()  # releases the lock
 
 
 def run_directory(config_path: Path, runs_dir: Path, seed) -> Path:
@@ -100,6 +141,13 @@ class Runner:
             teacher_config = load_config(config.teacher).with_seed(config.seed)
             print(f"== {name}: its teacher {teacher_config.path.name} (seed {config.seed}) first", flush=True)
             self.run(teacher_config, force=False)
+        with run_lock(run_dir):
+            result = self._run(config, run_dir, teacher_config, force)
+        self.done[config.path, config.seed] = result
+        return result
+
+    def _run(self, config: Config, run_dir: Path, teacher_config, force: bool) -> Result:
+        name = config.path.name
         fields = {"data": config.data, "run": str(run_dir)}
         if teacher_config:
             fields["teacher"] = str(run_directory(teacher_config.path, self.runs_dir, config.seed))
@@ -111,7 +159,6 @@ class Runner:
         previous = self._previous(result_path)
         if previous and previous.config_sha256 == config.sha256:
             print(f"== {name}: done already ({result_path})", flush=True)
-            self.done[config.path, config.seed] = previous
             return previous
         if previous and previous.fingerprint is None and adopt_legacy(previous, config, fields, run_dir, fingerprint):
             previous.fingerprint = fingerprint.sha256  # trained by this config: evaluated again below
@@ -204,7 +251,6 @@ class Runner:
             f"== {name}: {best.metric} {best.score}" + (f" ({scores})" if scores else "") + f" -> {result_path}",
             flush=True,
         )
-        self.done[config.path, config.seed] = result
         return result
 
     @staticmethod
@@ -214,7 +260,10 @@ class Runner:
         try:
             return Result.read(result_path)
         except ResultError as error:
-            raise RunError(f"{error}; run with --force to start this run again") from None
+            raise RunError(
+                f"{error}. Delete that file and run phm-run again: the run is evaluated again, and its "
+                "training is kept (resumed if unfinished); --force would retrain it from scratch"
+            ) from None
 
     @staticmethod
     def _init(config: Config, fields: dict, run_dir: Path):
@@ -384,7 +433,10 @@ def completed_updates(output: str, checkpoint: Path):
 def check_checkpoints(run_dir: Path, fingerprint: Fingerprint, config: Config) -> None:
     """Refuses checkpoints that another config trained: phm-run never resumes them nor deletes them."""
     checkpoints = run_dir / CHECKPOINTS
-    saved = sorted(checkpoints.glob("*.pt")) if checkpoints.is_dir() else []
+    saved = (
+        sorted(p for p in checkpoints.iterdir() if CHECKPOINT_FILES.fullmatch(p.name)) if checkpoints.is_dir() else []
+    )
+    saved = [p for p in saved if p.suffix == ".pt"]
     if not saved:
         return
     found = Fingerprint.read(checkpoints)
@@ -411,13 +463,15 @@ def clean(run_dir: Path, config: Config, fields: dict) -> None:
     checkpoints = run_dir / CHECKPOINTS
     removed = []
     if checkpoints.is_dir():
-        for path in [*checkpoints.glob("checkpoint*.pt"), checkpoints / "fingerprint.json"]:
-            if path.is_file():
+        for path in checkpoints.iterdir():
+            if CHECKPOINT_FILES.fullmatch(path.name) and path.is_file():
                 path.unlink()
                 removed.append(path)
         if not any(checkpoints.iterdir()):
             checkpoints.rmdir()
-    made = [path for pattern in MADE_BY_PHM_RUN for path in run_dir.glob(pattern)]
+    made = [path for path in run_dir.iterdir() if MADE_BY_PHM_RUN.fullmatch(path.name) and path.is_file()]
+    if (run_dir / "distill").is_dir():  # distilled data (distill.py), made whole by phm-run
+        made.append(run_dir / "distill")
     if config.init:
         init = Path(fill(config.init.checkpoint, fields))
         if init.exists() and run_dir.resolve() in init.resolve().parents:
@@ -433,7 +487,7 @@ def check_all(paths, runs_dir: Path, seeds=None) -> list:
     """Every config of the command line (and every teacher they name) checked completely, fairseq's
     parsers included, before anything runs: the jobs as (config, seed), or a ConfigError that
     lists every problem found."""
-    from .commands import check_with_fairseq
+    from .commands import check_model, check_with_fairseq
     from .config import ConfigError, expand
 
     configs, problems, checked = [], [], set()
@@ -455,6 +509,8 @@ def check_all(paths, runs_dir: Path, seeds=None) -> list:
             fields = {"data": config.data, "run": str(run_directory(path, runs_dir, config.seed)), "teacher": "TEACHER"}
             extra = ["--finetune-from-model", "init.pt"] if config.init else []
             check_with_fairseq(config, fields, extra)
+            if is_prepared(Path(config.data)):  # else its dictionaries are not there yet
+                check_model(config, fields)
         return config
 
     for path in expand(paths):

@@ -1,0 +1,268 @@
+"""phm-run and phm-collect lose nothing and pool nothing silently: one phm-run per run folder, its
+commands end with it, --force removes only what it wrote, a broken result.json is answered with the
+advice that keeps the training, configs of different values are never averaged, and configs are
+read strictly (duplicate keys, aliases, seeds, a model that cannot be built)."""
+
+import json
+import os
+import random
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+from conftest import TINY, TRAIN_COMMAND, console, fairseq_preprocess, run_command
+
+from phm_fairseq.experiments.config import ConfigError, load_config
+from phm_fairseq.experiments.runner import run_lock
+
+
+@pytest.fixture(scope="module")
+def setup(tmp_path_factory):
+    """A 200-pair copy task and configs/rel/_base.yaml: a tiny PHM Transformer, 10 updates."""
+    root = tmp_path_factory.mktemp("reliability")
+    raw = root / "raw"
+    raw.mkdir()
+    rng = random.Random(0)
+    for split, size in {"train": 200, "valid": 40, "test": 30}.items():
+        lines = [" ".join(rng.choice("0123456789abcdef") for _ in range(rng.randint(3, 8))) for _ in range(size)]
+        for lang in ("src", "tgt"):
+            (raw / f"{split}.{lang}").write_text("\n".join(lines) + "\n")
+    fairseq_preprocess(raw, "src", "tgt", dest=root / "bin")
+    configs = root / "configs" / "rel"
+    configs.mkdir(parents=True)
+    base = {
+        "data": str(root / "bin"),
+        "train": {
+            "task": "translation",
+            "arch": "phm_transformer_demo",
+            "phm-n": 2,
+            "share-all-embeddings": True,
+            "optimizer": "adam",
+            "lr": 0.005,
+            "criterion": "label_smoothed_cross_entropy",
+            "max-tokens": 256,
+            "max-update": 10,
+            "log-interval": 5,
+            **TINY,
+        },
+        "evaluate": {
+            "kind": "bleu",
+            "reference": str(raw / "test.tgt"),
+            "generate": {"gen-subset": "test", "beam": 2, "required-batch-size-multiple": 1},
+        },
+    }
+    (configs / "_base.yaml").write_text(yaml.safe_dump(base, sort_keys=False))
+    return {"root": root, "configs": configs, "runs": root / "runs"}
+
+
+def config(setup, name: str, text: str = "extends: _base.yaml\n") -> Path:
+    path = setup["configs"] / name
+    path.write_text(text)
+    return path
+
+
+def phm_run(setup, *args, check=True):
+    return run_command(console("phm-run"), *args, "--runs-dir", setup["runs"], check=check)
+
+
+def run_folder(setup, name: str, seed: int = 1) -> Path:
+    return setup["runs"] / "rel" / name / f"seed{seed}"
+
+
+# --- one phm-run per run folder; its commands end with it -----------------------------------------
+
+
+def test_a_second_phm_run_on_a_run_folder_in_use_is_refused_and_says_who_holds_it(setup):
+    path = config(setup, "locked.yaml")
+    folder = run_folder(setup, "locked")
+    with run_lock(folder):
+        out = phm_run(setup, path, check=False)
+    assert out.returncode == 1 and f"{folder} is in use by another phm-run (pid {os.getpid()} on " in out.stderr
+    assert not (folder / "checkpoints").exists()  # it trained nothing
+
+
+def fairseq_train_processes(folder: Path) -> list:
+    """The pids of processes whose command line names this run folder's checkpoints."""
+    pids = []
+    for proc in Path("/proc").iterdir():
+        try:
+            if proc.name.isdigit() and str(folder / "checkpoints") in (proc / "cmdline").read_text().replace("\0", " "):
+                pids.append(int(proc.name))
+        except OSError:  # ended meanwhile
+            pass
+    return pids
+
+
+LONG = "extends: _base.yaml\ntrain: {max-update: null, max-epoch: 25}\n"  # about 150 updates
+
+
+def start_and_stop(setup, name: str, how: int):
+    """Starts phm-run on a longer training, waits for its first saved epoch, sends it ``how``; returns
+    its exit code, stderr and run folder once no process of that training is left (fails after 60 s)."""
+    path = config(setup, name, LONG)
+    folder = run_folder(setup, name.removesuffix(".yaml"))
+    process = subprocess.Popen(
+        [console("phm-run"), str(path), "--runs-dir", str(setup["runs"])],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.monotonic() + 300
+    while not (folder / "checkpoints" / "checkpoint_last.pt").exists():
+        assert process.poll() is None and time.monotonic() < deadline, process.communicate()
+        time.sleep(0.2)
+    assert fairseq_train_processes(folder)
+    process.send_signal(how)
+    _out, err = process.communicate(timeout=60)
+    deadline = time.monotonic() + 60
+    while fairseq_train_processes(folder):
+        assert time.monotonic() < deadline, "fairseq-train outlived phm-run"
+        time.sleep(0.2)
+    return process.returncode, err, folder
+
+
+def test_a_stopped_phm_run_stops_its_training_and_the_next_one_resumes_it(setup):
+    code, err, folder = start_and_stop(setup, "stopped.yaml", signal.SIGTERM)
+    assert code == 128 + signal.SIGTERM and "phm-run: stopped" in err
+    assert not (folder / "result.json").exists()
+    phm_run(setup, setup["configs"] / "stopped.yaml")
+    log = (folder / "train.log").read_text()
+    assert log.count(f"$ {TRAIN_COMMAND}") == 2 and "Loaded checkpoint" in log
+    training = json.loads((folder / "result.json").read_text())["training"]
+    assert training["resumed_from_updates"] > 0 and training["last_epoch"] == 25
+    # the record covers both processes: every epoch's updates, as the log says
+    assert training["epochs"] >= 25 and training["updates"] == training["curve"]["valid"][-1][0]
+
+
+def test_ctrl_c_stops_phm_run_and_its_training(setup):
+    code, err, _folder = start_and_stop(setup, "interrupted.yaml", signal.SIGINT)
+    assert code == 130 and "phm-run: stopped" in err
+
+
+def test_a_killed_phm_run_takes_its_training_with_it(setup):
+    """SIGKILL leaves phm-run no say: Linux ends the training (PR_SET_PDEATHSIG)."""
+    code, _err, _folder = start_and_stop(setup, "killed.yaml", signal.SIGKILL)
+    assert code == -signal.SIGKILL
+
+
+# --- --force and result.json --------------------------------------------------------------------
+
+
+def test_force_removes_what_phm_run_wrote_and_nothing_else(setup):
+    path = config(setup, "forced.yaml")
+    phm_run(setup, path)
+    folder = run_folder(setup, "forced")
+    mine = [
+        folder / "hypotheses.old.txt",
+        folder / "hypotheses_backup.txt",
+        folder / "notes.md",
+        folder / "checkpoints" / "checkpoint_mine_finetuned.pt",
+    ]
+    for file in mine:
+        file.write_text("the user's own")
+    written = {p.name for p in folder.iterdir()} | {p.name for p in (folder / "checkpoints").iterdir()}
+    assert {"result.json", "train.log", "evaluate.log", "hypotheses.txt", "checkpoint_best.pt"} <= written
+    out = phm_run(setup, path, "--force")
+    assert "--force: removed" in out.stdout and "No existing checkpoint found" in (folder / "train.log").read_text()
+    assert all(file.read_text() == "the user's own" for file in mine)
+
+
+def test_a_broken_result_json_gets_the_advice_that_keeps_the_training(setup):
+    path = config(setup, "broken.yaml")
+    phm_run(setup, path)
+    folder = run_folder(setup, "broken")
+    for content, problem in (('{"config": "trunc', "cannot read it as a result"), ("[]", "a result is a JSON object")):
+        (folder / "result.json").write_text(content)
+        out = phm_run(setup, path, check=False)
+        assert out.returncode == 1 and problem in out.stderr and "Delete that file and run phm-run again" in out.stderr
+        collected = run_command(console("phm-collect"), folder.parent, "--out", setup["root"] / "broken", check=False)
+        assert collected.returncode == 1 and problem in collected.stderr
+        assert "Traceback" not in out.stderr + collected.stderr
+    (folder / "result.json").unlink()
+    again = phm_run(setup, path)
+    assert "the training finished already" in again.stdout and (folder / "result.json").exists()
+
+
+# --- phm-collect pools one config only ------------------------------------------------------------
+
+
+def test_collect_refuses_to_average_seeds_of_different_configs(setup):
+    path = config(setup, "edited.yaml")
+    phm_run(setup, path, "--seeds", "1", "2")
+    config(setup, "edited.yaml", "extends: _base.yaml\ntrain: {lr: 0.002}\n")
+    phm_run(setup, path, "--seeds", "1", "--force")
+    out = run_command(
+        console("phm-collect"), setup["runs"] / "rel" / "edited", "--out", setup["root"] / "edited", check=False
+    )
+    assert out.returncode == 1 and "seed 1 and seed 2 ran different configs" in out.stderr
+    assert "train.lr: 0.002 -> 0.005" in out.stderr
+
+
+def test_collect_refuses_an_out_path_it_cannot_write(setup, tmp_path):
+    (tmp_path / "file").write_text("")
+    for out in ("", "reports/", str(tmp_path / "file" / "report")):
+        result = run_command(console("phm-collect"), setup["runs"], "--out", out, check=False)
+        assert result.returncode == 2 and "--out" in result.stderr and "Traceback" not in result.stderr
+    assert not list(Path.cwd().glob(".*.md"))
+
+
+# --- configs read strictly ----------------------------------------------------------------------
+
+
+def test_duplicate_keys_are_refused_with_the_file_and_the_lines(setup):
+    for text, key, lines in (
+        ("extends: _base.yaml\ntrain: {lr: 0.001, lr: 0.5}\n", "lr", "lines 2 and 2"),
+        ("extends: _base.yaml\ntrain:\n  arch: transformer_twin_demo\ntrain:\n  lr: 0.5\n", "train", "lines 2 and 4"),
+    ):
+        path = config(setup, "duplicate.yaml", text)
+        with pytest.raises(ConfigError, match=f"key '{key}' given twice \\({lines}\\)") as error:
+            load_config(path)
+        assert str(path) in str(error.value)
+
+
+def test_yaml_aliases_are_refused_at_once(setup):
+    bomb = "a: &a [1, 1, 1, 1, 1, 1, 1, 1, 1]\n" + "".join(
+        f"{chr(98 + i)}: &{chr(98 + i)} [{', '.join([f'*{chr(97 + i)}'] * 9)}]\n" for i in range(8)
+    )
+    path = config(setup, "bomb.yaml", bomb)
+    started = time.monotonic()
+    with pytest.raises(ConfigError, match="alias \\*a: configs do not use YAML aliases"):
+        load_config(path)
+    assert time.monotonic() - started < 5
+
+
+def test_seeds_outside_fairseqs_range_are_refused_before_anything_runs(setup):
+    path = config(setup, "seeds.yaml")
+    for seed in ("-3", "4294967296"):
+        out = phm_run(setup, path, "--seeds", seed, check=False)
+        assert out.returncode == 2 and "a seed is an integer from 0 to 4294967295" in out.stderr
+    negative = config(setup, "negative_seed.yaml", "extends: _base.yaml\nseed: -3\n")
+    out = phm_run(setup, negative, check=False)
+    assert out.returncode == 2 and "seed: expected an integer from 0 to 4294967295" in out.stderr
+    assert not (setup["runs"] / "rel" / "seeds").exists() and not (setup["runs"] / "rel" / "negative_seed").exists()
+
+
+def test_a_model_that_cannot_be_built_is_refused_before_any_config_runs(setup):
+    fine = config(setup, "a_fine.yaml")
+    wrong = config(setup, "b_phm_n3.yaml", "extends: _base.yaml\ntrain: {phm-n: 3}\n")
+    out = phm_run(setup, fine, wrong, check=False)
+    assert out.returncode == 2 and "fairseq cannot build the model phm_transformer_demo" in out.stderr
+    assert "--phm-n 3 must divide" in out.stderr
+    assert not run_folder(setup, "a_fine").exists()  # refused up front: the fine config did not run first
+
+
+def test_runs_dir_that_is_a_file_is_refused(setup, tmp_path):
+    (tmp_path / "runs").write_text("")
+    out = run_command(console("phm-run"), config(setup, "x.yaml"), "--runs-dir", tmp_path / "runs", check=False)
+    assert out.returncode == 2 and "is a file, not a folder of runs" in out.stderr and "Traceback" not in out.stderr
+
+
+def test_result_json_of_a_list_is_refused_by_the_reader(tmp_path):
+    from phm_fairseq.experiments.results import Result, ResultError
+
+    (tmp_path / "result.json").write_text(json.dumps([]))
+    with pytest.raises(ResultError, match="a result is a JSON object, not list"):
+        Result.read(tmp_path / "result.json")
