@@ -1,8 +1,8 @@
 """phm-fairseq: PHM and quaternion layers, and the models of Zhang et al. (ICLR 2021), for fairseq.
 
 ``fairseq-train --user-dir phm_fairseq`` (or ``import phm_fairseq``) registers the plugin's
-models, tasks and criterions, and stops fairseq's prefetch threads at exit (``clean_exit``). The
-layers in ``phm_fairseq.modules`` are plain PyTorch and work without fairseq installed.
+models, tasks and criterions, and changes nothing else in the process. The layers in
+``phm_fairseq.modules`` are plain PyTorch and work without fairseq installed.
 """
 
 __version__ = "0.1.0"
@@ -14,4 +14,4 @@ try:
 except ImportError:  # layers only: nothing to register with
     pass
 else:
-    from . import checkpoints, clean_exit, criterions, models, tasks  # noqa: F401  (register with fairseq)
+    from . import checkpoints, criterions, models, tasks  # noqa: F401  (register with fairseq)

@@ -8,6 +8,10 @@ REPO = Path(__file__).resolve().parent.parent
 # how phm-run starts fairseq-train (phm_fairseq.experiments.fairseq_train), as its logs show the command
 TRAIN_COMMAND = "python -m phm_fairseq.experiments.fairseq_train"
 
+# every fairseq command of the tests: no prefetch thread, which can abort a process at exit after
+# its work (docs/troubleshooting.md); phm-run passes the same to its commands
+NO_PREFETCH_THREAD = ("--data-buffer-size", "0")
+
 # the sizes of a tiny translation Transformer, as fairseq-train options (the phm-run configs of the tests)
 TINY = {
     "encoder-layers": 1,
@@ -79,6 +83,7 @@ def fairseq_generate(data: Path, checkpoint: Path, *extra, check=True):
         data,
         *("--user-dir", phm_fairseq.__path__[0], "--path", checkpoint, "--gen-subset", "test"),
         *("--beam", "5", "--lenpen", "0.6", "--required-batch-size-multiple", "1"),
+        *NO_PREFETCH_THREAD,
         *extra,
         check=check,
     )

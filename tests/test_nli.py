@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 import torch
 import yaml
+from conftest import NO_PREFETCH_THREAD
 
 import phm_fairseq  # noqa: F401  (registers the task, models, criterion)
 from phm_fairseq.cli import evaluate as phm_evaluate
@@ -470,6 +471,7 @@ def trained(sick_data, shared_data, tmp_path_factory):
     out = run(
         [
             "fairseq-train",
+            *NO_PREFETCH_THREAD,
             sick_data[0],
             "--user-dir",
             "phm_fairseq",

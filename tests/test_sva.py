@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from conftest import NO_PREFETCH_THREAD
 
 import phm_fairseq  # noqa: F401  (registers the task, models, criterion)
 from phm_fairseq.cli import params as phm_params
@@ -353,6 +354,7 @@ def trained(sva_data, tmp_path_factory):
     out = run(
         [
             "fairseq-train",
+            *NO_PREFETCH_THREAD,
             sva_data[0],
             "--user-dir",
             "phm_fairseq",

@@ -10,7 +10,7 @@ import sys
 import conftest
 import pytest
 import torch
-from conftest import console, fairseq_generate, run_command
+from conftest import NO_PREFETCH_THREAD, console, fairseq_generate, run_command
 
 import phm_fairseq
 from phm_fairseq.models.export import densify
@@ -21,6 +21,7 @@ TINY = [arg for key, value in conftest.TINY.items() for arg in (f"--{key}", str(
 TRAINING = [
     "--user-dir",
     PLUGIN,
+    *NO_PREFETCH_THREAD,
     "--optimizer",
     "adam",
     "--lr",
@@ -295,6 +296,7 @@ def test_generate_and_interactive_load_the_checkpoint_safely(multi30k_run, multi
         [
             console("fairseq-interactive"),
             str(multi30k_slice),
+            *NO_PREFETCH_THREAD,
             "--user-dir",
             PLUGIN,
             "--path",
@@ -323,7 +325,7 @@ def test_interactive_translation_is_the_same_on_either_product(multi30k_run, mul
     translations = {}
     for rows in ("1000000", "0"):
         result = subprocess.run(
-            [console("fairseq-interactive"), str(multi30k_slice), "--user-dir", PLUGIN, "--path",
+            [console("fairseq-interactive"), str(multi30k_slice), *NO_PREFETCH_THREAD, "--user-dir", PLUGIN, "--path",
              str(save_dir / "checkpoint_last.pt"), "--beam", "5", "--source-lang", "en", "--target-lang", "de"],
             input="a man is riding a bike .\ntwo dogs play in the snow .\na woman reads a book .\n",
             capture_output=True, text=True, timeout=300, env={**os.environ, "PHM_FACTORED_MAX_ROWS": rows},
@@ -350,6 +352,7 @@ def test_loading_without_user_dir_says_to_pass_it(multi30k_run, multi30k_slice):
     out = run_command(
         console("fairseq-generate"),
         multi30k_slice,
+        *NO_PREFETCH_THREAD,
         "--path",
         save_dir / "checkpoint_last.pt",
         "--gen-subset",

@@ -16,8 +16,34 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .config import ConfigError, fill
+from .fairseq_train import COMMAND, training_arguments
 
 PLUGIN_DIR = Path(__file__).resolve().parent.parent  # passed to fairseq as --user-dir
+# fairseq prefetches batches in a thread (--data-buffer-size, 10 by default) that can abort the
+# process at exit, after its work ("terminate called without an active exception"; see
+# docs/troubleshooting.md); 0 reads them in the main thread, the DataLoader workers still prepare them
+NO_PREFETCH_THREAD = ("--data-buffer-size", "0")
+
+
+def fairseq_train_command(data, *arguments) -> list:
+    """fairseq-train as phm-run runs it (fairseq_train.py: early stopping that survives a resume)."""
+    return [*COMMAND, str(data), "--user-dir", str(PLUGIN_DIR), *NO_PREFETCH_THREAD, *arguments]
+
+
+def fairseq_generate_command(data, checkpoint, *arguments) -> list:
+    """fairseq-generate of ``checkpoint`` with the plugin, every example scored."""
+    return [
+        "fairseq-generate",
+        str(data),
+        "--user-dir",
+        str(PLUGIN_DIR),
+        "--path",
+        str(checkpoint),
+        *NO_PREFETCH_THREAD,
+        *arguments,
+    ]
+
+
 # the data path given to fairseq's parsers when checking: they only parse, they read no data
 PARSE_ONLY_DATA = "DATA"
 
@@ -174,28 +200,16 @@ def check_with_fairseq(config, fields: dict, extra_train: list = ()) -> None:
     import phm_fairseq  # noqa: F401  (registers the plugin's models, tasks and criterions)
 
     problems = []
-    train = [PARSE_ONLY_DATA, "--user-dir", str(PLUGIN_DIR), *extra_train, *options(config.train, fields)]
+    train = training_arguments(fairseq_train_command(PARSE_ONLY_DATA, *extra_train, *options(config.train, fields)))
     problems.append(_parse("get_training_parser", train, "train", config.train))
-    if config.evaluate.kind == "bleu":
-        generate = [
-            PARSE_ONLY_DATA,
-            "--user-dir",
-            str(PLUGIN_DIR),
-            "--path",
-            "checkpoint.pt",
-            *options(config.evaluate.generate, fields),
-        ]
-        problems.append(_parse("get_generation_parser", generate, "evaluate.generate", config.evaluate.generate))
-    if config.distill:
-        generate = [
-            PARSE_ONLY_DATA,
-            "--user-dir",
-            str(PLUGIN_DIR),
-            "--path",
-            "checkpoint.pt",
-            *options(config.distill, fields),
-        ]
-        problems.append(_parse("get_generation_parser", generate, "distill", config.distill))
+    searches = {"evaluate.generate": config.evaluate.generate if config.evaluate.kind == "bleu" else None}
+    searches["distill"] = config.distill
+    for what, search in searches.items():
+        if search:
+            generate = fairseq_generate_command(PARSE_ONLY_DATA, "checkpoint.pt", *options(search, fields))[
+                1:
+            ]  # its arguments
+            problems.append(_parse("get_generation_parser", generate, what, search))
     problems = [p for p in problems if p]
     if problems:
         raise ConfigError(f"{config.path}:\n" + "\n".join(f"  {problem}" for problem in problems))
@@ -210,7 +224,7 @@ def check_model(config, fields: dict) -> None:
 
     import phm_fairseq  # noqa: F401  (registers the plugin's models, tasks and criterions)
 
-    args = [config.data, "--user-dir", str(PLUGIN_DIR), *options(config.train, fields)]
+    args = training_arguments(fairseq_train_command(config.data, *options(config.train, fields)))
     parsed = fairseq_options.parse_args_and_arch(fairseq_options.get_training_parser(), input_args=args)
     try:
         tasks.setup_task(parsed).build_model(parsed)

@@ -17,7 +17,7 @@ import shutil
 from pathlib import Path
 
 from . import commands
-from .commands import PLUGIN_DIR, options
+from .commands import options
 from .results import Distillation
 
 # taken from the teacher's evaluate.generate unless the student's `distill` gives them
@@ -79,20 +79,16 @@ def distilled_data(student, teacher, teacher_run: Path, teacher_fingerprint: str
         f"sentences of {data}",
         flush=True,
     )
-    generate = [
-        "fairseq-generate",
-        str(data),
-        "--user-dir",
-        str(PLUGIN_DIR),
-        "--path",
-        str(teacher_run / "checkpoints" / "checkpoint_best.pt"),
+    generate = commands.fairseq_generate_command(
+        data,
+        teacher_run / "checkpoints" / "checkpoint_best.pt",
         "--gen-subset",
         "train",
         "--required-batch-size-multiple",
         "1",
         "--skip-invalid-size-inputs-valid-test",
         *options({"source-lang": source, "target-lang": target, **search}),
-    ]
+    )
     # fairseq-generate's output is large (five lines a sentence): kept in its own log
     finished = commands.run(generate, work / "generate.log", quiet=True)
     sources, hypotheses = {}, {}

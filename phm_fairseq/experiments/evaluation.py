@@ -6,7 +6,7 @@ import shlex
 from pathlib import Path
 
 from . import commands
-from .commands import PLUGIN_DIR, options
+from .commands import options
 from .config import fill
 from .results import Evaluation
 
@@ -54,15 +54,7 @@ def bleu(config, fields: dict, run_dir: Path, checkpoint: Path, hypotheses_file:
     import sacrebleu
 
     spec = config.evaluate
-    command = [
-        "fairseq-generate",
-        fields["data"],
-        "--user-dir",
-        str(PLUGIN_DIR),
-        "--path",
-        str(checkpoint),
-        *options(spec.generate, fields),
-    ]
+    command = commands.fairseq_generate_command(fields["data"], checkpoint, *options(spec.generate, fields))
     finished = commands.run(command, run_dir / "evaluate.log")
     hypotheses = generated(finished.stdout)
     reference_path = Path(fill(spec.reference, fields))

@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 
 from . import averaging, commands, evaluation, fairseq_train
-from .commands import PLUGIN_DIR, CommandFailed, options
+from .commands import CommandFailed, options
 from .config import Config, fill, load_config
 from .distill import distilled_data
 from .fingerprint import Fingerprint
@@ -283,11 +283,8 @@ class Runner:
 
 
 def train_command(config: Config, fields: dict, run_dir: Path, data: str, init_checkpoint=None) -> list:
-    command = [
-        *fairseq_train.COMMAND,  # fairseq-train, with early stopping that survives a resume
+    command = commands.fairseq_train_command(
         data,
-        "--user-dir",
-        str(PLUGIN_DIR),
         "--save-dir",
         str(run_dir / CHECKPOINTS),
         "--seed",
@@ -295,7 +292,7 @@ def train_command(config: Config, fields: dict, run_dir: Path, data: str, init_c
         "--log-format",
         "json",
         *options(config.train, fields),
-    ]
+    )
     return command + (["--finetune-from-model", str(init_checkpoint)] if init_checkpoint else [])
 
 
