@@ -1,13 +1,16 @@
-"""Safe loading of the plugin's fairseq checkpoints (torch >= 2.6 loads with weights_only=True).
+"""Loading fairseq checkpoints on torch >= 2.6, which loads with weights_only=True.
 
 fairseq keeps a legacy (argparse) model's arguments in its checkpoints as an
-``argparse.Namespace``: a plain container of options, safe to rebuild, so it is allowed here
-instead of falling back to unsafe loading.
+``argparse.Namespace``: a plain container of options, safe to rebuild. fairseq 0.12 calls
+torch.load without weights_only, so without this module every such checkpoint, stock or the
+plugin's, fails to load ("Unsupported global: GLOBAL argparse.Namespace"): the one process-wide
+change the plugin makes on import is to allow that class (torch.serialization.add_safe_globals),
+rather than falling back to unsafe loading. tests/test_old_checkpoints.py shows what fails without it.
 
-The plugin's models keep those arguments as ``PluginModelArgs``, a Namespace subclass pickled
-under a name that reads as an instruction. Without the plugin, fairseq fails on it with
-``Unsupported global: GLOBAL phm_fairseq.checkpoints.This checkpoint needs the phm-fairseq
-plugin: pass --user-dir ...``, instead of failing later on an unknown architecture.
+The plugin's checkpoints hold no class of the plugin: torch and fairseq alone open them. Checkpoints
+written by earlier versions kept the model's arguments as ``PluginModelArgs``, a Namespace subclass
+pickled under a name that read as an instruction to load the plugin; it stays defined here so that
+they keep loading.
 """
 
 import argparse
@@ -22,17 +25,11 @@ INSTRUCTION = (
 
 
 class PluginModelArgs(argparse.Namespace):
-    """The model arguments of a checkpoint trained with the plugin."""
+    """The model arguments of a checkpoint written by an earlier version of the plugin."""
 
 
-# pickle finds a class by module and qualified name: give it the instruction as its name.
+# pickle found the class by module and qualified name: the instruction was its name.
 PluginModelArgs.__name__ = PluginModelArgs.__qualname__ = INSTRUCTION
 setattr(sys.modules[__name__], INSTRUCTION, PluginModelArgs)
 
 torch.serialization.add_safe_globals([argparse.Namespace, PluginModelArgs])
-
-
-def mark_plugin_checkpoint(model_args) -> None:
-    """Make checkpoints saved with these (fairseq-train) model arguments name the plugin."""
-    if type(model_args) is argparse.Namespace:
-        model_args.__class__ = PluginModelArgs

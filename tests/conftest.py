@@ -61,6 +61,13 @@ def run_command(*args, check=True, timeout=600):
     return result
 
 
+def classes_in_checkpoint(path) -> list:
+    """The classes a checkpoint's pickle names beyond torch's own (what weights_only loading must allow)."""
+    import torch
+
+    return sorted(torch.serialization.get_unsafe_globals_in_checkpoint(path))
+
+
 def fairseq_preprocess(raw: Path, source: str, target: str, *extra, dest=None) -> Path:
     """Binarizes raw/{train,valid,test}.{source,target} with a joined dictionary into dest (raw/bin)."""
     dest = dest or raw / "bin"

@@ -30,7 +30,6 @@ import warnings
 import torch
 
 import phm_fairseq  # noqa: F401  (registers the plugin's models; safe checkpoint loading)
-from phm_fairseq.checkpoints import mark_plugin_checkpoint
 from phm_fairseq.models.compress import CompressionError, compress_into, total_relative_error
 from phm_fairseq.modules import RULES, count_parameters
 
@@ -257,7 +256,6 @@ def target_args(dense_args, arch: str, given: dict, data: str):
     args.data = data
     for key, value in given.items():
         setattr(args, key, value)
-    mark_plugin_checkpoint(args)
     return args
 
 

@@ -15,7 +15,6 @@ from fairseq.models import BaseFairseqModel, register_model, register_model_arch
 from fairseq.models.lstm import LSTMEncoder
 from torch import nn
 
-from ..checkpoints import mark_plugin_checkpoint
 from ..modules import GATE_LAYOUTS, HypercomplexLSTM, LinearSpec, max_mean_pool
 from .linear_args import add_linear_args, linear_spec_from_args
 from .word_vectors import glove_embeddings
@@ -170,7 +169,6 @@ class LSTMNLIModel(BaseFairseqModel):
         classifier = PairClassifier(
             2 * encoder.output_units, args.classifier_hidden_dim, len(task.labels), args.dropout, args.pair_features
         )
-        mark_plugin_checkpoint(args)
         return linear.finish_model(cls(encoder, classifier), sides=(encoder,))
 
     def forward(self, premise, premise_lengths, hypothesis, hypothesis_lengths):

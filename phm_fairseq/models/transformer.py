@@ -20,7 +20,6 @@ from fairseq.models.transformer import (
 from fairseq.modules.checkpoint_activations import checkpoint_wrapper
 from fairseq.modules.transformer_layer import TransformerDecoderLayerBase, TransformerEncoderLayerBase
 
-from ..checkpoints import mark_plugin_checkpoint
 from ..modules import LinearSpec
 from .attention import HypercomplexMultiheadAttention
 from .linear_args import add_linear_args, linear_spec_from_args
@@ -237,7 +236,6 @@ class HypercomplexTransformerModel(TransformerModel):
     def build_model(cls, args, task):
         base_architecture(args)
         maps = linear_maps_from_args(args)
-        mark_plugin_checkpoint(args)
         model = super().build_model(args, task)
         return maps.attention.finish_model(model, sides=(model.encoder, model.decoder))
 

@@ -17,7 +17,6 @@ One registered model (``hypercomplex_transformer_classifier``) whose kind of lin
 from fairseq.models import FairseqEncoderModel, register_model, register_model_architecture
 from fairseq.models.transformer import TransformerConfig, TransformerModel, base_architecture
 
-from ..checkpoints import mark_plugin_checkpoint
 from ..modules import LinearSpec, mean_pool
 from .transformer import (
     HypercomplexTransformerEncoder,
@@ -57,7 +56,6 @@ class TransformerClassifierModel(FairseqEncoderModel):
         embed_tokens = TransformerModel.build_embedding(cfg, dictionary, cfg.encoder.embed_dim)
         encoder = HypercomplexTransformerEncoder(cfg, dictionary, embed_tokens, maps)
         output_layer = LinearSpec("dense").build(cfg.encoder.embed_dim, len(task.labels))
-        mark_plugin_checkpoint(args)
         return maps.attention.finish_model(cls(encoder, output_layer), sides=(encoder,))
 
     def forward(self, src_tokens, src_lengths):
