@@ -13,6 +13,9 @@ from setuptools import find_packages, setup
 # The version is written once, in the package (phm_fairseq.__version__); read, not imported (that needs torch).
 VERSION = re.search(r'^__version__ = "([^"]+)"$', Path("phm_fairseq/__init__.py").read_text(), re.M).group(1)
 
+# the reproduction kit's needs (phm_experiments: configs, reports and plots)
+EXPERIMENTS = ["matplotlib", "pyyaml"]
+
 setup(
     name="phm-fairseq",
     version=VERSION,
@@ -21,7 +24,8 @@ setup(
     long_description_content_type="text/markdown",
     license="MIT",
     python_requires=">=3.11,<3.13",
-    packages=find_packages(include=["phm_fairseq", "phm_fairseq.*"]),
+    # the plugin, and beside it the reproduction kit (phm-run, phm-collect), which needs the extra below
+    packages=find_packages(include=["phm_fairseq", "phm_fairseq.*", "phm_experiments", "phm_experiments.*"]),
     install_requires=[
         "torch>=2.1",
         # fairseq's own runtime needs (ve-fairseq is installed with --no-deps)
@@ -36,22 +40,23 @@ setup(
         "sacrebleu>=2.0",
         "scikit-learn",
         "tqdm",
-        # text preparation and reports
+        # fairseq-generate's --tokenizer moses and --bpe subword_nmt / sentencepiece, and data-prep/
         "sacremoses",
         "sentencepiece",
         "subword-nmt",
-        "matplotlib",
-        "pyyaml",
         # fairseq's --tensorboard-logdir (without it fairseq asks for it on every command)
         "tensorboardX",
     ],
-    extras_require={"test": ["pytest", "ruff"]},
+    extras_require={
+        "experiments": EXPERIMENTS,
+        "test": ["pytest", "ruff", *EXPERIMENTS],
+    },
     entry_points={
         "console_scripts": [
             "phm-params = phm_fairseq.cli.params:main",
             "phm-evaluate = phm_fairseq.cli.evaluate:main",
-            "phm-run = phm_fairseq.cli.run:main",
-            "phm-collect = phm_fairseq.cli.collect:main",
+            "phm-run = phm_experiments.cli.run:main",
+            "phm-collect = phm_experiments.cli.collect:main",
             "phm-compress = phm_fairseq.cli.compress:main",
         ]
     },

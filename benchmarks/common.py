@@ -12,7 +12,7 @@ from pathlib import Path
 
 import torch
 
-from phm_fairseq import provenance
+from phm_experiments import provenance
 
 RESULTS = Path(__file__).resolve().parent / "results"
 REPO = Path(__file__).resolve().parent.parent

@@ -34,7 +34,7 @@ def initial_state(train_command: str) -> dict:
     from fairseq import options, tasks, utils
     from fairseq.dataclass.utils import convert_namespace_to_omegaconf
 
-    from phm_fairseq.experiments.fairseq_train import training_arguments
+    from phm_experiments.fairseq_train import training_arguments
 
     args = options.parse_args_and_arch(options.get_training_parser(), training_arguments(shlex.split(train_command)))
     cfg = convert_namespace_to_omegaconf(args)

@@ -5,8 +5,8 @@ import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 
-# how phm-run starts fairseq-train (phm_fairseq.experiments.fairseq_train), as its logs show the command
-TRAIN_COMMAND = "python -m phm_fairseq.experiments.fairseq_train"
+# how phm-run starts fairseq-train (phm_experiments.fairseq_train), as its logs show the command
+TRAIN_COMMAND = "python -m phm_experiments.fairseq_train"
 
 # every fairseq command of the tests: no prefetch thread, which can abort a process at exit after
 # its work (docs/troubleshooting.md); phm-run passes the same to its commands

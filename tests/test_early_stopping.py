@@ -1,5 +1,5 @@
 """Training to convergence with phm-run on a tiny copy task: fairseq's --patience, exact across a
-resume (phm_fairseq.experiments.fairseq_train), and the average of the last epoch checkpoints."""
+resume (phm_experiments.fairseq_train), and the average of the last epoch checkpoints."""
 
 import random
 import sys
@@ -10,10 +10,10 @@ import torch
 import yaml
 from conftest import TINY, console, fairseq_preprocess, run_command
 
-from phm_fairseq.experiments.averaging import AveragingError, average_checkpoints, last_epoch_checkpoints
-from phm_fairseq.experiments.fairseq_train import early_stopping_state, training_arguments
-from phm_fairseq.experiments.logs import TrainingLog
-from phm_fairseq.experiments.results import Result
+from phm_experiments.averaging import AveragingError, average_checkpoints, last_epoch_checkpoints
+from phm_experiments.fairseq_train import early_stopping_state, training_arguments
+from phm_experiments.logs import TrainingLog
+from phm_experiments.results import Result
 
 PATIENCE = 2
 
@@ -67,7 +67,7 @@ def launch(*args):
     return run_command(
         sys.executable,
         "-m",
-        "phm_fairseq.experiments.fairseq_train",
+        "phm_experiments.fairseq_train",
         *args,
         "--user-dir",
         phm_fairseq.__path__[0],
@@ -208,6 +208,6 @@ def test_phm_run_trains_to_convergence_and_scores_the_best_and_the_averaged_chec
 def test_training_arguments_of_either_command_form():
     args = ["DATA", "--arch", "x"]
     assert training_arguments(["fairseq-train", *args]) == args
-    assert training_arguments(["python", "-m", "phm_fairseq.experiments.fairseq_train", *args]) == args
+    assert training_arguments(["python", "-m", "phm_experiments.fairseq_train", *args]) == args
     with pytest.raises(ValueError, match="expected a fairseq-train command"):
         training_arguments(["fairseq-generate", *args])

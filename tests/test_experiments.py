@@ -1,4 +1,4 @@
-"""phm_fairseq.experiments (phm-run's machinery) on real fairseq runs of a tiny copy task: the json
+"""phm_experiments (phm-run's machinery) on real fairseq runs of a tiny copy task: the json
 log reader, result.json's schema, complete config checks, fingerprints and --force, a crash at
 exit told from a failed training, and the hooks for teacher runs (distill, init, evaluate.epochs)."""
 
@@ -13,13 +13,13 @@ import torch
 import yaml
 from conftest import TINY, TRAIN_COMMAND, console, fairseq_preprocess, run_command
 
+from phm_experiments import commands
+from phm_experiments.cli import run as phm_run
+from phm_experiments.config import load_config
+from phm_experiments.logs import TrainingLog, read_records
+from phm_experiments.results import SCHEMA_VERSION, Result, ResultError
+from phm_experiments.runner import Runner, completed_updates, run_directory
 from phm_fairseq.cli import params as phm_params
-from phm_fairseq.cli import run as phm_run
-from phm_fairseq.experiments import commands
-from phm_fairseq.experiments.config import load_config
-from phm_fairseq.experiments.logs import TrainingLog, read_records
-from phm_fairseq.experiments.results import SCHEMA_VERSION, Result, ResultError
-from phm_fairseq.experiments.runner import Runner, completed_updates, run_directory
 
 
 @pytest.fixture(scope="module")
@@ -393,7 +393,7 @@ def test_distill_trains_on_the_teachers_translations(kit, tmp_path, monkeypatch)
     assert all(torch.equal(sources[i], original[i]) for i in range(200))
     assert (folder / "valid.src-tgt.tgt.bin").read_bytes() == (kit["data"] / "valid.src-tgt.tgt.bin").read_bytes()
     # made once per teacher run: a second student finds it
-    from phm_fairseq.experiments.distill import distilled_data
+    from phm_experiments.distill import distilled_data
 
     monkeypatch.setattr(commands, "run", lambda *a, **k: pytest.fail(f"ran {a[0]}"))
     teacher = load_config(kit["configs"] / "teacher.yaml")
@@ -438,7 +438,7 @@ def test_init_and_evaluation_after_each_epoch(kit, tmp_path):
     assert float(rows["finetuned@2ep"]["score"]) == result.epoch_evaluations[2].score
     assert int(rows["finetuned@1ep"]["updates"]) == result.epoch_evaluations[1].updates
     # OUT.epochs.png: the fine-tuned model's scores against its updates plus the teacher's
-    from phm_fairseq.experiments.report import load_results, scores_against_updates
+    from phm_experiments.report import load_results, scores_against_updates
 
     assert (tmp_path / "report.epochs.png").stat().st_size > 0
     series = scores_against_updates(load_results(kit["runs"] / "kit"))

@@ -15,8 +15,8 @@ import pytest
 import yaml
 from conftest import TINY, TRAIN_COMMAND, console, fairseq_preprocess, run_command
 
-from phm_fairseq.experiments.config import ConfigError, load_config
-from phm_fairseq.experiments.runner import run_lock
+from phm_experiments.config import ConfigError, load_config
+from phm_experiments.runner import run_lock
 
 
 @pytest.fixture(scope="module")
@@ -261,7 +261,7 @@ def test_runs_dir_that_is_a_file_is_refused(setup, tmp_path):
 
 
 def test_result_json_of_a_list_is_refused_by_the_reader(tmp_path):
-    from phm_fairseq.experiments.results import Result, ResultError
+    from phm_experiments.results import Result, ResultError
 
     (tmp_path / "result.json").write_text(json.dumps([]))
     with pytest.raises(ResultError, match="a result is a JSON object, not list"):

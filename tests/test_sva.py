@@ -14,9 +14,9 @@ import torch
 from conftest import NO_PREFETCH_THREAD
 
 import phm_fairseq  # noqa: F401  (registers the task, models, criterion)
+from phm_experiments.commands import options
+from phm_experiments.config import load_config
 from phm_fairseq.cli import params as phm_params
-from phm_fairseq.experiments.commands import options
-from phm_fairseq.experiments.config import load_config
 
 REPO = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent  # fairseq-train, phm-evaluate of this environment

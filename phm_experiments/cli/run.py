@@ -8,7 +8,7 @@ Each run lives in RUNS/<config path under configs/, without .yaml>/seed<S>/ (RUN
 work/runs; S is the config's seed, or each of --seeds): checkpoints/ (with fingerprint.json, the
 config values that trained them), train.log, evaluate.log and result.json, which holds the
 score, the parameter counts, training and evaluation speed, the seed, the exact commands and
-the versions (schema: phm_fairseq/experiments/results.py).
+the versions (schema: phm_experiments/results.py).
 
 Every config of the command line is checked completely before the first run: its keys, types
 and placeholders, and its options through fairseq-train's and fairseq-generate's own parsers.
@@ -48,7 +48,7 @@ from pathlib import Path
 
 
 def seed_value(text: str) -> int:
-    from phm_fairseq.experiments.config import MAX_SEED, is_seed
+    from phm_experiments.config import MAX_SEED, is_seed
 
     try:
         value = int(text)
@@ -82,11 +82,11 @@ def main(argv=None):
     )
     args = parser.parse_args(argv)
 
-    from phm_fairseq.experiments.commands import CommandFailed
-    from phm_fairseq.experiments.config import ConfigError
-    from phm_fairseq.experiments.distill import DistillationFailed
-    from phm_fairseq.experiments.evaluation import EvaluationFailed
-    from phm_fairseq.experiments.runner import RunError, Runner, check_all
+    from phm_experiments.commands import CommandFailed
+    from phm_experiments.config import ConfigError
+    from phm_experiments.distill import DistillationFailed
+    from phm_experiments.evaluation import EvaluationFailed
+    from phm_experiments.runner import RunError, Runner, check_all
 
     # SIGTERM (a session's end, `kill`) stops phm-run as Ctrl-C does: the command it runs is
     # stopped too, and the next phm-run resumes

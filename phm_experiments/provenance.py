@@ -52,7 +52,7 @@ def environment(device: str = "cpu", command=None) -> dict:
         fairseq_version = fairseq.__version__
     except ImportError:
         fairseq_version = None
-    from . import __version__
+    from phm_fairseq import __version__
 
     return {
         "date": datetime.datetime.now().isoformat(timespec="seconds"),

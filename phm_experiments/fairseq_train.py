@@ -1,6 +1,6 @@
 """fairseq-train as phm-run runs it: fairseq's own training, whose early stopping survives a resume.
 
-    python -m phm_fairseq.experiments.fairseq_train DATA [fairseq-train options]
+    python -m phm_experiments.fairseq_train DATA [fairseq-train options]
 
 fairseq's ``--patience`` counts the validations without improvement in attributes of the function
 ``fairseq_cli.train.should_stop_early`` (``best``, ``num_runs``), which no checkpoint saves: a resumed
@@ -37,16 +37,17 @@ def early_stopping_state(checkpoint: Path):
 
 
 # how phm-run starts it (commands.environment puts the run's interpreter first on PATH)
-MODULE = "phm_fairseq.experiments.fairseq_train"
+MODULE = "phm_experiments.fairseq_train"
 COMMAND = ("python", "-m", MODULE)
+EARLIER_MODULES = ("phm_fairseq.experiments.fairseq_train",)  # its name in runs recorded before the kit was a package
 
 
 def training_arguments(command: list) -> list:
     """fairseq-train's arguments of a training command line, written either way: ``fairseq-train ARGS``
-    or this launcher's ``python -m phm_fairseq.experiments.fairseq_train ARGS``."""
+    or this launcher's ``python -m phm_experiments.fairseq_train ARGS``."""
     if command and Path(command[0]).name == "fairseq-train":
         return list(command[1:])
-    if len(command) >= 3 and command[1:3] == ["-m", MODULE]:
+    if len(command) >= 3 and command[1] == "-m" and command[2] in (MODULE, *EARLIER_MODULES):
         return list(command[3:])
     raise ValueError(f"expected a fairseq-train command, got {' '.join(command)[:80]!r}")
 
@@ -65,8 +66,8 @@ def main(argv=None) -> None:
     argv = sys.argv[1:] if argv is None else argv
     from fairseq.trainer import Trainer
 
-    # fairseq-train's log format (fairseq_cli/train.py sets it when imported first; here this
-    # package's import of fairseq came first): phm-run reads these records
+    # fairseq-train's log format, which phm-run reads (fairseq_cli/train.py sets it only where
+    # nothing has configured logging before it)
     logging.basicConfig(
         format="%(asctime)s | %(levelname)s | %(name)s | %(message)s",
         datefmt="%Y-%m-%d %H:%M:%S",
@@ -76,7 +77,7 @@ def main(argv=None) -> None:
     )
     from fairseq_cli import train
 
-    import phm_fairseq  # noqa: F401  (the plugin, and its clean exit; --user-dir imports it again: a no-op)
+    import phm_fairseq  # noqa: F401  (the plugin; --user-dir imports it again: a no-op)
 
     state = early_stopping_state(save_dir(argv) / "checkpoint_last.pt")
     if state is not None:  # resuming: count on from where the checkpoint stopped counting

@@ -6,6 +6,7 @@ are read as bytes and split on "\\n" only.
 """
 
 import contextlib
+import importlib.util
 import io
 import os
 import shlex
@@ -18,7 +19,8 @@ from pathlib import Path
 from .config import ConfigError, fill
 from .fairseq_train import COMMAND, training_arguments
 
-PLUGIN_DIR = Path(__file__).resolve().parent.parent  # passed to fairseq as --user-dir
+# the plugin's package folder, passed to fairseq as --user-dir (found without importing it: that imports fairseq)
+PLUGIN_DIR = Path(importlib.util.find_spec("phm_fairseq").submodule_search_locations[0]).resolve()
 # fairseq prefetches batches in a thread (--data-buffer-size, 10 by default) that can abort the
 # process at exit, after its work ("terminate called without an active exception"; see
 # docs/troubleshooting.md); 0 reads them in the main thread, the DataLoader workers still prepare them

@@ -30,8 +30,8 @@ def main(argv=None):
     parser.add_argument("--title", help="the table's title (default: the folder's name)")
     args = parser.parse_args(argv)
 
-    from phm_fairseq.experiments.report import ReportError, collect
-    from phm_fairseq.experiments.results import ResultError
+    from phm_experiments.report import ReportError, collect
+    from phm_experiments.results import ResultError
 
     if not Path(args.out).name or args.out.endswith(("/", ".")):
         parser.error(

@@ -214,7 +214,7 @@ class Runner:
         if config.evaluate.average_last:
             averaged = evaluate_average(config, fields, run_dir, config.evaluate.average_last)
 
-        from phm_fairseq.provenance import environment
+        from .provenance import environment
 
         result = Result(
             config=str(config.path),

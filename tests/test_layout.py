@@ -1,0 +1,84 @@
+"""The plugin does what it must and nothing more: importing it registers its models, tasks and
+criterions, and allows argparse.Namespace in torch's safe loading (docs/troubleshooting.md says
+why); it changes nothing else in the process. It needs neither the reproduction kit nor the kit's
+extra (pyyaml, matplotlib): the dependency points one way."""
+
+import ast
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import phm_fairseq
+from phm_fairseq.checkpoints import INSTRUCTION
+
+PLUGIN = Path(phm_fairseq.__file__).parent
+
+# the process-wide state an import could change, before and after `import phm_fairseq`; fairseq's
+# own modules are imported first (their import configures logging, registers fairseq's models, ...)
+SNAPSHOT = r"""
+import argparse, atexit, json, logging, signal, sys, threading, warnings
+import torch
+import fairseq, fairseq.criterions, fairseq.models, fairseq.models.transformer, fairseq.tasks
+import fairseq.checkpoint_utils, fairseq.modules, fairseq.trainer, fairseq.optim
+from torch.optim import optimizer
+from fairseq.models import ARCH_MODEL_REGISTRY
+
+def state():
+    root = logging.getLogger()
+    return {
+        "optimizer hooks": [len(optimizer._global_optimizer_pre_hooks), len(optimizer._global_optimizer_post_hooks)],
+        "atexit callbacks": atexit._ncallbacks(),
+        "threading exit hooks": len(getattr(threading, "_threading_atexits", [])),
+        "threads": threading.active_count(),
+        "signal handlers": [str(signal.getsignal(s)) for s in (signal.SIGINT, signal.SIGTERM)],
+        "torch": [str(torch.get_default_dtype()), torch.get_num_threads(), torch.is_grad_enabled()],
+        "logging": [root.level, len(root.handlers)],
+        "warning filters": len(warnings.filters),
+        "safe globals": sorted(f"{g.__module__}.{g.__qualname__}" for g in torch.serialization.get_safe_globals()),
+        "sys.path": list(sys.path),
+    }
+
+before = state()
+archs = set(ARCH_MODEL_REGISTRY)
+import phm_fairseq
+after = state()
+print(json.dumps({"before": before, "after": after, "new archs": sorted(set(ARCH_MODEL_REGISTRY) - archs)}))
+"""
+
+
+def test_importing_the_plugin_registers_it_and_changes_nothing_else():
+    out = subprocess.run([sys.executable, "-c", SNAPSHOT], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    found = json.loads(out.stdout.strip().split("\n")[-1])
+    before, after = found["before"], found["after"]
+    allowed = set(after.pop("safe globals")) - set(before.pop("safe globals"))
+    # fairseq's checkpoints keep argparse.Namespace; earlier checkpoints of the plugin, PluginModelArgs
+    assert allowed == {"argparse.Namespace", f"phm_fairseq.checkpoints.{INSTRUCTION}"}
+    assert after == before
+    assert {"phm_transformer_demo", "quaternion_transformer_demo", "transformer_twin_demo", "phm_lstm_nli"} <= set(
+        found["new archs"]
+    )
+
+
+def imported_modules(folder: Path) -> set:
+    names = set()
+    for path in folder.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Import):
+                names |= {alias.name.split(".")[0] for alias in node.names}
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                names.add(node.module.split(".")[0])
+    return names
+
+
+def test_the_plugin_imports_nothing_of_the_kit_nor_its_extra():
+    assert not imported_modules(PLUGIN) & {"phm_experiments", "yaml", "matplotlib", "benchmarks"}
+    blocked = "import sys\nfor name in ('phm_experiments', 'matplotlib'):  # (pyyaml: omegaconf, fairseq's, needs it)\n    sys.modules[name] = None\n"
+    use = (
+        "import phm_fairseq, phm_fairseq.cli.params, phm_fairseq.cli.evaluate, phm_fairseq.cli.compress\n"
+        "from phm_fairseq.modules import PHMLinear\n"
+        "print(PHMLinear(8, 8, n=2).to_dense().weight.shape)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", blocked + use], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0 and "torch.Size([8, 8])" in out.stdout, out.stderr[-3000:]
