@@ -62,10 +62,16 @@ def run_command(*args, check=True, timeout=600):
 
 
 def classes_in_checkpoint(path) -> list:
-    """The classes a checkpoint's pickle names beyond torch's own (what weights_only loading must allow)."""
+    """The classes a checkpoint's pickle names beyond torch's own (what weights_only loading must
+    allow), whatever this process has allowed already (the plugin allows argparse.Namespace)."""
     import torch
 
-    return sorted(torch.serialization.get_unsafe_globals_in_checkpoint(path))
+    allowed = torch.serialization.get_safe_globals()
+    torch.serialization.clear_safe_globals()
+    try:
+        return sorted(torch.serialization.get_unsafe_globals_in_checkpoint(path))
+    finally:
+        torch.serialization.add_safe_globals(allowed)
 
 
 def fairseq_preprocess(raw: Path, source: str, target: str, *extra, dest=None) -> Path:

@@ -74,7 +74,8 @@ def imported_modules(folder: Path) -> set:
 
 def test_the_plugin_imports_nothing_of_the_kit_nor_its_extra():
     assert not imported_modules(PLUGIN) & {"phm_experiments", "yaml", "matplotlib", "benchmarks"}
-    blocked = "import sys\nfor name in ('phm_experiments', 'matplotlib'):  # (pyyaml: omegaconf, fairseq's, needs it)\n    sys.modules[name] = None\n"
+    # (not pyyaml: omegaconf, which fairseq needs, needs it too)
+    blocked = "import sys\nfor name in ('phm_experiments', 'matplotlib'):\n    sys.modules[name] = None\n"
     use = (
         "import phm_fairseq, phm_fairseq.cli.params, phm_fairseq.cli.evaluate, phm_fairseq.cli.compress\n"
         "from phm_fairseq.modules import PHMLinear\n"
