@@ -712,3 +712,54 @@ def test_kronecker_structure_script_rebuilds_the_initial_weights(copy_task, tmp_
     assert [row[0] for row in rows] == ["1", "2"] and rows[0][1:3] == ["0.000", "0.000"]
     assert 0 < float(rows[1][1]) == float(rows[1][2]) < 1  # W = W0: the same error; n = 1 exact
     assert rows[0][3] == rows[1][3] == "nan"  # W - W0 = 0 has no relative error
+
+
+@pytest.mark.slow
+def test_an_output_path_that_cannot_be_written_is_refused_before_the_work(dense_twin, tmp_path, monkeypatch):
+    """Checked before anything is read or compressed; nothing is left behind, not even a hidden .partial."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "file").write_text("")
+    flags = ("--arch", "phm_transformer_demo", *TINY)
+    for out, message in [
+        ("", r"--out '': name the file to write"),
+        ("absent/", r"--out 'absent/': name the file to write"),
+        (str(tmp_path / "file" / "phm.pt"), r"file is a file, not a folder"),
+        (str(tmp_path / "file" / "deeper" / "phm.pt"), r"file is a file, not a folder"),
+    ]:
+        refused(dense_twin, "--out", out, *flags, message=message)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["file"] and not list(tmp_path.parent.glob(".*.partial"))
+
+
+def test_an_interrupted_write_leaves_neither_the_file_nor_a_partial_one(tmp_path):
+    from phm_fairseq.cli.output import written_whole
+
+    out = tmp_path / "models" / "phm.pt"
+    for interruption in (KeyboardInterrupt, SystemExit):  # Ctrl-C; SIGTERM, which written_whole turns into SystemExit
+        with pytest.raises(interruption):
+            with written_whole(str(out)) as partial:
+                torch.save({"weights": torch.zeros(1000)}, partial)
+                raise interruption()
+        assert not out.exists() and list((tmp_path / "models").iterdir()) == []
+    with written_whole(str(out)) as partial:
+        torch.save({"weights": torch.ones(3)}, partial)
+    assert torch.equal(torch.load(out)["weights"], torch.ones(3)) and [p.name for p in out.parent.iterdir()] == [
+        "phm.pt"
+    ]
+
+
+def test_sigterm_while_writing_leaves_nothing(tmp_path):
+    import signal
+    import subprocess
+    import sys
+
+    program = (
+        "import os, signal, sys\n"
+        "from phm_fairseq.cli.output import written_whole\n"
+        "with written_whole(sys.argv[1]) as partial:\n"
+        "    open(partial, 'w').write('half')\n"
+        "    os.kill(os.getpid(), signal.SIGTERM)\n"
+        "    signal.pause()\n"
+    )
+    out = tmp_path / "phm.pt"
+    result = subprocess.run([sys.executable, "-c", program, str(out)], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 128 + signal.SIGTERM and list(tmp_path.iterdir()) == []

@@ -30,6 +30,7 @@ import warnings
 import torch
 
 import phm_fairseq  # noqa: F401  (registers the plugin's models; safe checkpoint loading)
+from phm_fairseq.cli.output import OutputError, check_output_file, written_whole
 from phm_fairseq.models.compress import CompressionError, compress_into, total_relative_error
 from phm_fairseq.modules import RULES, count_parameters
 
@@ -266,13 +267,10 @@ def compress(args, progress=True) -> dict:
     from tqdm import tqdm
 
     given = check_target(args)
-    if os.path.isdir(args.out):
-        raise CompressionError(f"--out {args.out} is a directory: name the checkpoint file to write")
-    if os.path.exists(args.out):
-        if not args.force:
-            raise CompressionError(f"--out {args.out} exists: pass --force to overwrite it")
-        if os.path.exists(args.checkpoint) and os.path.samefile(args.out, args.checkpoint):
-            raise CompressionError(f"--out {args.out} is the dense checkpoint itself: write elsewhere")
+    try:
+        check_output_file(args.out, args.force, source=args.checkpoint, source_is="the dense checkpoint")
+    except OutputError as error:
+        raise CompressionError(str(error)) from None
     state = read_checkpoint(args.checkpoint, args.data)
     cfg = state["cfg"]
     dense_args = cfg.model
@@ -329,11 +327,8 @@ def compress(args, progress=True) -> dict:
         "phm_compress": {key: value for key, value in report.items() if key != "out"},
     }
     checkpoint["cfg"]["task"]["data"] = data
-    directory = os.path.dirname(os.path.abspath(args.out))
-    os.makedirs(directory, exist_ok=True)
-    partial = os.path.join(directory, f".{os.path.basename(args.out)}.partial")
-    torch.save(checkpoint, partial)
-    os.replace(partial, args.out)  # never a half-written checkpoint under --out
+    with written_whole(args.out) as partial:  # never a half-written checkpoint under --out, nor a partial one
+        torch.save(checkpoint, partial)
     return report
 
 
