@@ -116,3 +116,43 @@ def test_nli_architecture_keeps_the_values_a_user_gives_even_zero():
     args = argparse.Namespace(dropout=0.0, encoder_layers=2)
     base_architecture(args, "phm")
     assert (args.dropout, args.encoder_layers, args.encoder_hidden_size, args.linear_kind) == (0.0, 2, 300, "phm")
+
+
+def test_each_model_family_refuses_another_familys_task_when_it_is_built(copy_task):
+    """Refused when fairseq builds the model, naming the task it needs (not a traceback at the first
+    batch, nor after an epoch of training)."""
+    from argparse import Namespace
+
+    from fairseq.models import ARCH_MODEL_REGISTRY
+    from fairseq.tasks.translation import TranslationTask
+
+    from phm_fairseq.tasks.nli import NLITask
+    from phm_fairseq.tasks.sentence_classification import SentenceClassificationTask
+
+    translation = TranslationTask.setup_task(
+        Namespace(data=str(copy_task), source_lang="src", target_lang="tgt", left_pad_source=True)
+    )
+    nli, sentences = NLITask.__new__(NLITask), SentenceClassificationTask.__new__(SentenceClassificationTask)
+    for arch, task, message in [
+        ("phm_lstm_nli", translation, "an NLI .* model: it trains with --task nli .*, not --task translation"),
+        ("phm_lstm_nli", sentences, "it trains with --task nli .*, not --task sentence_classification"),
+        ("phm_transformer_classifier", nli, "a sentence classifier: it trains with --task sentence_classification"),
+        (
+            "phm_transformer_demo",
+            sentences,
+            "a translation .* model: it trains with --task translation .*, not --task sentence_classification",
+        ),
+        ("quaternion_transformer_demo", nli, "it trains with --task translation .*, not --task nli"),
+    ]:
+        with pytest.raises(ValueError, match=message):
+            ARCH_MODEL_REGISTRY[arch].build_model(Namespace(arch=arch), task)
+
+
+def test_phm_evaluate_refuses_a_batch_size_below_one(capsys):
+    from phm_fairseq.cli import evaluate
+
+    for size in ("0", "-5", "many"):
+        with pytest.raises(SystemExit) as exit:
+            evaluate.main(["DATA", "--path", "x.pt", "--batch-size", size])
+        assert exit.value.code == 2
+        assert f"expected a positive number of examples, not '{size}'" in capsys.readouterr().err

@@ -113,6 +113,16 @@ def format_report(report: dict, subset: str) -> str:
     return "\n".join(lines)
 
 
+def positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive number of examples, not {text!r}")
+    return value
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(
         prog="phm-evaluate", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -120,7 +130,9 @@ def main(argv=None):
     parser.add_argument("data", help="data directory made by data-prep (e.g. data-bin/snli)")
     parser.add_argument("--path", required=True, help="checkpoint file (e.g. checkpoints/checkpoint_best.pt)")
     parser.add_argument("--subset", default="test", help="split to score (default: test)")
-    parser.add_argument("--batch-size", type=int, default=256, help="examples per batch (any size: all are scored)")
+    parser.add_argument(
+        "--batch-size", type=positive_int, default=256, help="examples per batch (any size: all are scored)"
+    )
     parser.add_argument("--json", action="store_true", help="end stdout with the report as one JSON line")
     args = parser.parse_args(argv)
     # fairseq logs to the root logger: keep stdout for the report

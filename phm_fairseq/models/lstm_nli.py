@@ -16,7 +16,9 @@ from fairseq.models.lstm import LSTMEncoder
 from torch import nn
 
 from ..modules import GATE_LAYOUTS, HypercomplexLSTM, LinearSpec, max_mean_pool
+from ..tasks.nli import NLITask
 from .linear_args import add_linear_args, linear_spec_from_args
+from .task_check import require_task
 from .word_vectors import glove_embeddings
 
 logger = logging.getLogger(__name__)
@@ -141,6 +143,7 @@ class LSTMNLIModel(BaseFairseqModel):
 
     @classmethod
     def build_model(cls, args, task):
+        require_task(args, task, NLITask, "nli", "an NLI (sentence-pair classification) model")
         base_architecture(args)
         linear = linear_spec_from_args(
             args, {"--encoder-embed-dim": args.encoder_embed_dim, "--encoder-hidden-size": args.encoder_hidden_size}

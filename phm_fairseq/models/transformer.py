@@ -24,6 +24,7 @@ from ..modules import LinearSpec
 from .attention import HypercomplexMultiheadAttention
 from .linear_args import add_linear_args, linear_spec_from_args
 from .quaternion_attention import QuaternionMultiheadAttention
+from .task_check import require_translation_task
 
 
 @dataclass(frozen=True)
@@ -234,6 +235,7 @@ class HypercomplexTransformerModel(TransformerModel):
 
     @classmethod
     def build_model(cls, args, task):
+        require_translation_task(args, task)
         base_architecture(args)
         maps = linear_maps_from_args(args)
         model = super().build_model(args, task)

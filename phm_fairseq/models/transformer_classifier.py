@@ -18,6 +18,8 @@ from fairseq.models import FairseqEncoderModel, register_model, register_model_a
 from fairseq.models.transformer import TransformerConfig, TransformerModel, base_architecture
 
 from ..modules import LinearSpec, mean_pool
+from ..tasks.sentence_classification import SentenceClassificationTask
+from .task_check import require_task
 from .transformer import (
     HypercomplexTransformerEncoder,
     add_hypercomplex_args,
@@ -49,6 +51,7 @@ class TransformerClassifierModel(FairseqEncoderModel):
 
     @classmethod
     def build_model(cls, args, task):
+        require_task(args, task, SentenceClassificationTask, "sentence_classification", "a sentence classifier")
         base_architecture(args)
         maps = linear_maps_from_args(args, sides=("encoder",))
         cfg = TransformerConfig.from_namespace(args)
