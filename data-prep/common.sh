@@ -135,6 +135,10 @@ download() { try_download "$@" || die "$DOWNLOAD_ERROR"; } # URL FILE
 begin_output() {
   OUT=${OUT%/}
   case ${OUT##*/} in . | .. | '') die "--out must name the output folder itself, not '$OUT'" ;; esac
+  if [ -L "$OUT" ] && [ -d "$OUT" ]; then # a link to a folder: the output goes into that folder, the link stays
+    say "$NAME: --out $OUT is a link to $(readlink -f "$OUT"): writing there"
+    OUT=$(readlink -f "$OUT")
+  fi
   local plan force=()
   if ((FORCE)); then force=(--force); fi
   plan=$(outdir plan ${force[@]+"${force[@]}"} "$OUT" "$SCRIPT" "${CONFIG[@]}") || die "${plan:-outdir.py plan failed}"

@@ -335,14 +335,20 @@ binarize() {
 
 # fairseq-generate's options for detokenized output. The languages are given because
 # fairseq's moses tokenizer takes them from the task and fails on a null one.
-generate_args() {
-  local args="--source-lang $SRC --target-lang $TGT"
-  ((PRETOKENIZED)) || [ "$BPE" = sentencepiece ] || args+=" --tokenizer moses"
+generate_argv() { # fairseq-generate's options for detokenized output, one argument a line
+  printf '%s\n' --source-lang "$SRC" --target-lang "$TGT"
+  ((PRETOKENIZED)) || [ "$BPE" = sentencepiece ] || printf '%s\n' --tokenizer moses
   if [ "$BPE" = subword_nmt ]; then
-    printf '%s' "$args --bpe subword_nmt --bpe-codes $OUT_ABS/bpe.codes"
+    printf '%s\n' --bpe subword_nmt --bpe-codes "$OUT_ABS/bpe.codes"
   else
-    printf '%s' "$args --bpe sentencepiece --sentencepiece-model $OUT_ABS/spm.model"
+    printf '%s\n' --bpe sentencepiece --sentencepiece-model "$OUT_ABS/spm.model"
   fi
+}
+
+generate_args() { # the same on one line, quoted for a shell (a path with a space stays one argument)
+  local argv
+  mapfile -t argv < <(generate_argv)
+  "$PYTHON" -c 'import shlex, sys; print(shlex.join(sys.argv[1:]), end="")' "${argv[@]}"
 }
 
 finish() {
@@ -356,6 +362,8 @@ finish() {
     for url in $(sources); do fields+=("source.urls[]=$url"); done
   fi
   for note in ${NOTES[@]+"${NOTES[@]}"}; do fields+=("notes[]=$note"); done
+  local arg
+  while IFS= read -r arg; do fields+=("generate_argv[]=$arg"); done < <(generate_argv)
   commit_output "dataset=$DATASET" "source_lang=$SRC" "target_lang=$TGT" "${fields[@]}" \
     "train_before_clean=$TRAIN_EXTRACTED" \
     "clean.max_len=$CLEAN_MAX_LEN" "clean.ratio=${CLEAN_RATIO:-null}" \

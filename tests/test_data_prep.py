@@ -11,6 +11,7 @@ import gzip
 import io
 import json
 import os
+import shlex
 import subprocess
 import sys
 import tarfile
@@ -146,9 +147,10 @@ def check_output(out, src, tgt, counts, lowercase=False, tokenized=True):
     assert (out / f"dict.{src}.txt").read_bytes() == (out / f"dict.{tgt}.txt").read_bytes()
     bpe = prep["bpe"]["kind"]
     assert (out / prep["bpe"]["file"]).is_file()
-    assert str(out.resolve() / prep["bpe"]["file"]) in prep["generate_args"]
-    assert prep["generate_args"].startswith(f"--source-lang {src} --target-lang {tgt} ")
-    assert ("--tokenizer moses" in prep["generate_args"]) == (tokenized and bpe == "subword_nmt")
+    assert str(out.resolve() / prep["bpe"]["file"]) == prep["generate_argv"][-1]  # one argument, spaces and all
+    assert prep["generate_argv"][:4] == ["--source-lang", src, "--target-lang", tgt]
+    assert ("--tokenizer" in prep["generate_argv"]) == (tokenized and bpe == "subword_nmt")
+    assert shlex.split(prep["generate_args"]) == prep["generate_argv"]  # the same, quoted for a shell
     assert prep["command"] and prep["versions"]["sacremoses"] and prep["versions"]["subword-nmt"]
     assert not (out / "tmp").exists() and not Path(f"{out}.partial").exists()
 
@@ -660,3 +662,32 @@ def test_an_empty_file_is_an_error_that_names_it(files, tmp_path):
     error = fails("multi30k.sh", "--src-dir", str(src), *FAST, cwd=tmp_path)
     assert f"{src}/{files[0]}:{files[0][:-3]} is empty" in error
     assert not (tmp_path / "data-bin").exists() or not any((tmp_path / "data-bin").iterdir())
+
+
+def test_an_out_path_with_a_space_and_an_out_that_links_to_a_folder(tmp_path):
+    """generate_argv keeps a path with a space as one argument (the docs' recipe reads it into a bash
+    array); an --out that is a link to a folder is followed: the output goes there, the link stays."""
+    src = multi30k_files(tmp_path / "src")
+    out = tmp_path / "data bin" / "multi30k.en-de"
+    run("multi30k.sh", "--src-dir", str(src), "--out", str(out), *FAST, cwd=tmp_path)
+    prep = check_output(out, "en", "de", {"train": 1200, "valid": 60, "test": 50})
+    recipe = (  # docs/data-prep.md's recipe, printing the array it reads
+        'mapfile -t GENERATE < <(python -c "import json,sys; '
+        "print(*json.load(open(sys.argv[1]))['generate_argv'], sep='\\n')\" \"$1\")\n"
+        'printf "%s\\n" "${GENERATE[@]}"'
+    )
+    read = subprocess.run(["bash", "-c", recipe, "bash", out / "prep.json"], env=ENV, capture_output=True, text=True)
+    assert read.stdout.splitlines() == prep["generate_argv"] and str(out.resolve() / "bpe.codes") in read.stdout
+    from fairseq import options
+
+    parsed = options.parse_args_and_arch(
+        options.get_generation_parser(), [str(out), "--path", "x.pt", *prep["generate_argv"]]
+    )
+    assert parsed.bpe_codes == str(out.resolve() / "bpe.codes")
+
+    folder, link = tmp_path / "real folder", tmp_path / "link"
+    folder.mkdir()
+    link.symlink_to(folder)
+    result = run("multi30k.sh", "--src-dir", str(src), "--out", str(link), *FAST, cwd=tmp_path)
+    assert f"is a link to {folder}: writing there" in result.stdout
+    assert link.is_symlink() and json.loads((folder / "prep.json").read_text())["splits"]["test"] == 50
