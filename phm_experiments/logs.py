@@ -183,28 +183,3 @@ class TrainingLog:
             )
 
         return {"train": points(self.inner), "valid": points(self.valid)}
-
-
-def legacy_curve(text: str) -> dict:
-    """The learning curve of a train.log that phm-run wrote before it asked for JSON logs
-    (``--log-format simple``): ``| train_inner | epoch 001: 25 / 128 loss=9.1, ..., num_updates=25, ...``
-    and ``| valid | epoch 001 | valid on 'valid' subset | loss 7.9 | ... | num_updates 128``."""
-    curve = {"train": [], "valid": []}
-    for record in read_records(text):
-        if record.name == "train_inner":
-            pairs = [item.strip().split("=", 1) for item in record.message.split(",") if "=" in item]
-            # the first pair follows the position "epoch 001:  25 / 128 loss=9.1"
-            stats = {key.split()[-1]: _number(value) for key, value in pairs}
-            target = curve["train"]
-        elif record.name == "valid":
-            stats = {
-                item.split()[0]: _number(item.split()[1])
-                for item in record.message.split(" | ")
-                if len(item.split()) == 2
-            }
-            target = curve["valid"]
-        else:
-            continue
-        if isinstance(stats.get("num_updates"), float) and isinstance(stats.get("loss"), float):
-            target.append([int(stats["num_updates"]), stats["loss"]])
-    return curve

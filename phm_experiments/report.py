@@ -29,7 +29,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .fingerprint import differences
-from .logs import legacy_curve
 from .results import Evaluation, Result
 
 
@@ -363,11 +362,8 @@ def plot_scores(rows, path: Path):
 
 
 def learning_curve(entry: Entry):
-    """(updates, training loss) and (updates, validation loss) pairs of a run: from its result, or
-    from the train.log of a run that phm-run recorded before results held the curve."""
+    """(updates, training loss) and (updates, validation loss) pairs of a run, from its result."""
     curve = entry.result.training.curve
-    if not curve and (entry.dir / "train.log").exists():
-        curve = legacy_curve((entry.dir / "train.log").read_text(encoding="utf-8"))
     return curve.get("train", []), curve.get("valid", [])
 
 

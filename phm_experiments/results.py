@@ -2,8 +2,8 @@
 
 One schema for writer and reader: ``Result.write`` stores these dataclasses as JSON with
 ``schema_version``; ``Result.read`` builds them back, and refuses a file it cannot read with a
-message that says why. Files that phm-run wrote before the schema had a version (no
-``schema_version``) are read as version 0: their fields are the same, less the new ones.
+message that says why. Fields added to the schema later are optional, so that results written
+before them stay readable.
 """
 
 import dataclasses
@@ -188,14 +188,14 @@ class Result:
     def from_dict(cls, data: dict) -> "Result":
         if not isinstance(data, dict):
             raise TypeError(f"a result is a JSON object, not {type(data).__name__} {json.dumps(data)[:40]}")
-        version = data.get("schema_version", 0)
-        if not isinstance(version, int) or version > SCHEMA_VERSION:
+        version = data.get("schema_version")
+        if not isinstance(version, int):
+            raise ValueError(f"no schema_version (phm-run writes {SCHEMA_VERSION})")
+        if version > SCHEMA_VERSION:
             raise ValueError(
                 f"schema_version {version!r} is newer than this phm-fairseq's ({SCHEMA_VERSION}): "
                 "read it with the version that wrote it"
             )
-        if version == 0:  # before the schema: the same fields, less the new ones; accuracy's report was inline
-            data = {**data, "schema_version": SCHEMA_VERSION}
         return from_json(cls, data)
 
     @property

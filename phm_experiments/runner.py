@@ -160,8 +160,6 @@ class Runner:
         if previous and previous.config_sha256 == config.sha256:
             print(f"== {name}: done already ({result_path})", flush=True)
             return previous
-        if previous and previous.fingerprint is None and adopt_legacy(previous, config, fields, run_dir, fingerprint):
-            previous.fingerprint = fingerprint.sha256  # trained by this config: evaluated again below
         check_checkpoints(run_dir, fingerprint, config)
         run_dir.mkdir(parents=True, exist_ok=True)
 
@@ -386,31 +384,6 @@ def finished_training(config: Config, checkpoint: Path):
             "early stopping ended it"
         )
     return None
-
-
-def adopt_legacy(previous: Result, config: Config, fields: dict, run_dir: Path, fingerprint: Fingerprint) -> bool:
-    """A run that phm-run finished before fingerprints existed: its checkpoints belong to this config
-    when its result's training command is the one this config gives (but for the plugin's and the
-    run's folders and the log format, which change nothing in the training). Then they get the
-    fingerprint; else False."""
-    checkpoints = run_dir / CHECKPOINTS
-    if config.teacher or Fingerprint.read(checkpoints) is not None or not (checkpoints / BEST).is_file():
-        return False
-    where = ("--user-dir", "--save-dir", "--log-format")  # the plugin's and the run's folders, the log format
-
-    def training_options(command: list) -> list:
-        return [a for i, a in enumerate(command) if a not in where and (i == 0 or command[i - 1] not in where)]
-
-    expected = training_options(train_command(config, fields, run_dir, config.data))
-    if training_options(shlex.split(previous.training.command)) != expected:
-        return False
-    fingerprint.write(checkpoints, config.path)
-    print(
-        f"== {config.path.name}: {checkpoints} were trained by this config (an earlier phm-run, the same "
-        "fairseq-train command): fingerprinted",
-        flush=True,
-    )
-    return True
 
 
 def completed_updates(output: str, checkpoint: Path):
