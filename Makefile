@@ -4,7 +4,7 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 
-.PHONY: demo results test lint bench bench-lstm install clean
+.PHONY: demo results converged converged-report test lint bench bench-lstm install clean
 
 # Multi30k en-de (bundled): prepare, train PHM-Transformer n=4 and its dense twin, translate
 # the test set (beam 5, lenpen 0.6), score with sacrebleu, then the table and plots.
@@ -21,6 +21,17 @@ results: install
 	$(VENV)/bin/phm-collect work/runs/small/shakespeare --out results/shakespeare --title "Modern -> Shakespeare (small budget): BLEU on the valid split"
 	$(VENV)/bin/phm-collect work/runs/small/sick --out results/sick --title "SICK (small budget): accuracy on SICK trial"
 	$(VENV)/bin/phm-collect work/runs/small/sva --out results/sva --title "Subject-verb agreement, the shared 1,000-row sample (small budget)"
+
+# The converged-quality runs (configs/converged): many CPU hours, two queues in the background that
+# resume where they stopped; converged-report collects what has finished into results/converged_*.
+converged: install
+	scripts/converged.sh
+
+converged-report: install
+	$(VENV)/bin/phm-collect work/runs/converged/multi30k --out results/converged_multi30k --title "Multi30k en-de trained to convergence: BLEU on test2016"
+	$(VENV)/bin/phm-collect work/runs/converged/shakespeare --out results/converged_shakespeare --title "Modern -> Shakespeare trained to convergence: BLEU on the official valid split (selection on held-out training pairs)"
+	$(VENV)/bin/phm-collect work/runs/converged/sick --out results/converged_sick --title "SICK trained to convergence: accuracy on SICK trial"
+	$(VENV)/bin/phm-collect work/runs/converged/sva --out results/converged_sva --title "Subject-verb agreement sample trained to convergence"
 
 test: install
 	$(PY) -m pytest

@@ -5,7 +5,8 @@ fairseq keeps a legacy (argparse) model's arguments in its checkpoints as an
 torch.load without weights_only, so without this module every such checkpoint, stock or the
 plugin's, fails to load ("Unsupported global: GLOBAL argparse.Namespace"): the one process-wide
 change the plugin makes on import is to allow that class (torch.serialization.add_safe_globals),
-rather than falling back to unsafe loading. tests/test_old_checkpoints.py shows what fails without it.
+rather than falling back to unsafe loading (tests/test_translation.py shows what fails without it),
+and the numpy arrays in which fairseq's --eval-bleu keeps its counts (tests/test_early_stopping.py).
 
 The plugin's checkpoints hold no class of the plugin: torch and fairseq alone open them. Checkpoints
 written by earlier versions kept the model's arguments as ``PluginModelArgs``, a Namespace subclass
@@ -16,6 +17,7 @@ they keep loading.
 import argparse
 import sys
 
+import numpy
 import torch
 
 INSTRUCTION = (
@@ -33,3 +35,11 @@ PluginModelArgs.__name__ = PluginModelArgs.__qualname__ = INSTRUCTION
 setattr(sys.modules[__name__], INSTRUCTION, PluginModelArgs)
 
 torch.serialization.add_safe_globals([argparse.Namespace, PluginModelArgs])
+
+# fairseq's --eval-bleu keeps its BLEU counts as numpy arrays in the checkpoint's metrics: without
+# these, a training validated by BLEU cannot resume. An array is rebuilt from its dtype and bytes;
+# what an object array holds goes through the same restricted unpickler.
+NUMERIC_DTYPES = [
+    type(numpy.dtype(kind)) for kind in (numpy.bool_, numpy.int32, numpy.int64, numpy.float32, numpy.float64)
+]
+torch.serialization.add_safe_globals([numpy.zeros(0).__reduce__()[0], numpy.ndarray, numpy.dtype, *NUMERIC_DTYPES])

@@ -53,8 +53,11 @@ def test_importing_the_plugin_registers_it_and_changes_nothing_else():
     found = json.loads(out.stdout.strip().split("\n")[-1])
     before, after = found["before"], found["after"]
     allowed = set(after.pop("safe globals")) - set(before.pop("safe globals"))
-    # fairseq's checkpoints keep argparse.Namespace; earlier checkpoints of the plugin, PluginModelArgs
-    assert allowed == {"argparse.Namespace", f"phm_fairseq.checkpoints.{INSTRUCTION}"}
+    # fairseq's checkpoints keep argparse.Namespace, and numpy arrays of numbers with --eval-bleu; the
+    # plugin's earlier checkpoints, PluginModelArgs
+    numpy_classes = {"numpy._core.multiarray._reconstruct", "numpy.ndarray", "numpy.dtype"}
+    numpy_classes |= {f"numpy.dtypes.{kind}DType" for kind in ("Bool", "Int32", "Int64", "Float32", "Float64")}
+    assert allowed == {"argparse.Namespace", f"phm_fairseq.checkpoints.{INSTRUCTION}", *numpy_classes}
     assert after == before
     assert {"phm_transformer_demo", "quaternion_transformer_demo", "transformer_twin_demo", "phm_lstm_nli"} <= set(
         found["new archs"]
