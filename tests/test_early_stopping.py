@@ -211,3 +211,14 @@ def test_training_arguments_of_either_command_form():
     assert training_arguments(["python", "-m", "phm_experiments.fairseq_train", *args]) == args
     with pytest.raises(ValueError, match="expected a fairseq-train command"):
         training_arguments(["fairseq-generate", *args])
+
+
+def test_a_training_validated_by_bleu_resumes(data, tmp_path):
+    """fairseq's --eval-bleu keeps its counts as numpy arrays in the checkpoints; torch >= 2.6 refused
+    them on resume until the plugin allowed numpy arrays of numbers (the converged runs' first resume)."""
+    bleu = ["--eval-bleu", "--best-checkpoint-metric", "bleu", "--maximize-best-checkpoint-metric"]
+    options = training_options(data["bin"], tmp_path, 1)
+    launch(*options, *bleu)
+    options[options.index("--max-epoch") + 1] = "2"
+    resumed = TrainingLog.parse("".join(launch(*options, *bleu).stdout))
+    assert resumed.resumed_from_updates > 0 and resumed.done and sorted(resumed.validations("bleu")) == [2]
