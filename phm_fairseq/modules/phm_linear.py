@@ -14,7 +14,7 @@ from typing import Optional, Tuple
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
-from torch.optim.optimizer import register_optimizer_step_post_hook
+from torch._C._functorch import is_functorch_wrapped_tensor as _is_functorch_wrapper
 
 from .algebra import ALGEBRAS, multiplication_rule
 from .linear_spec import RULES, LinearSpec  # noqa: F401  (RULES: also importable from here, as before)
@@ -90,56 +90,23 @@ def _rows_from_environment() -> Optional[int]:
     return int(value)
 
 
-_TENSOR_DATA = torch._C.TensorBase.data  # the descriptor behind Tensor.data
+def _bound_unchanged(key, factors) -> bool:
+    """Whether ``factors`` are the tensors ``key`` was taken from, unwritten since: the same objects,
+    pointing to the same memory in the same layout (``is_set_to``: same storage, offset, size and
+    stride; the key holds an alias of that storage, so its memory cannot be reused meanwhile), and
+    with the same version counts. Metadata only: no tensor is read or compared."""
+    if len(key) != len(factors):
+        return False
+    for tensor, (bound, alias, version) in zip(factors, key):
+        if tensor is not bound or not tensor.is_set_to(alias) or tensor._version != version:
+            return False
+    return True
 
 
-class FactorParameter(nn.Parameter):
-    """The Parameter that holds A, S or S's factors: one whose every write the eval cache of H sees.
-
-    In-place edits (optimizer steps, ``load_state_dict``, ``torch.no_grad()`` edits) bump a tensor's
-    version counter, and a new tensor has a new identity and storage; the cache checks all three.
-    Two kinds of write bypass them: edits through ``.data``, which hands out an alias with a version
-    counter of its own (fairseq's optimizers write that way, so do ``p.data.mul_()`` and
-    ``vector_to_parameters``), and fused optimizer kernels. So every ``.data`` access, reading or
-    assigning, and every optimizer step (a global hook, below) advance ``writes``, and a cached H
-    is reused only while ``writes`` has not moved. Otherwise this is an ``nn.Parameter``.
-    """
-
-    writes = 0
-
-    @property
-    def data(self):
-        FactorParameter.writes += 1
-        return _TENSOR_DATA.__get__(self, type(self))
-
-    @data.setter
-    def data(self, value):
-        FactorParameter.writes += 1
-        _TENSOR_DATA.__set__(self, value)
-
-    def __repr__(self):
-        return "Parameter containing:\n" + repr(self.detach().requires_grad_(self.requires_grad))
-
-    def __reduce_ex__(self, protocol):
-        return _rebuild_factor_parameter, (super().__reduce_ex__(protocol),)
-
-
-def _rebuild_factor_parameter(reduced) -> FactorParameter:
-    rebuild, args = reduced[:2]
-    parameter = rebuild(*args)
-    parameter.__class__ = FactorParameter
-    return parameter
-
-
-def _count_optimizer_step(optimizer, args, kwargs) -> None:
-    FactorParameter.writes += 1
-
-
-register_optimizer_step_post_hook(_count_optimizer_step)
-
-
-FACTORS = ("A", "S", "S_left", "S_right")
-"""The tensors H is built from (those a layer has)."""
+def _cacheable(tensor: Tensor) -> bool:
+    """Plain tensors whose writes the version counter counts: not an inference tensor (no counter),
+    not a torch.func transform's wrapper (vmap, grad: they live for one call) or another subclass."""
+    return type(tensor) in (Tensor, nn.Parameter) and not tensor.is_inference() and not _is_functorch_wrapper(tensor)
 
 
 class PHMLinear(nn.Module):
@@ -158,7 +125,8 @@ class PHMLinear(nn.Module):
     is built). ``kronecker_factors()`` gives (A, S) with S built from its factors when low rank.
 
     ``weight`` is H, built on access; fairseq's attention reads it directly. In eval mode
-    under ``torch.no_grad()`` H is built once and reused until a parameter changes. A forward
+    under ``torch.no_grad()`` H is built once and reused while the tensors it is built from are
+    the ones bound and unwritten (``weight``; docs/layers.md says which writes it sees). A forward
     of few rows (decoding) skips H and multiplies by A and S directly, reading 1/n of the bytes
     (``kronecker_sum_linear``; see ``factored_max_rows``); both paths give F.linear(x, H, b).
     """
@@ -192,20 +160,20 @@ class PHMLinear(nn.Module):
         self.rule, self.gain, self.rank = rule, gain, rank
         blocks = (n, out_features // n, in_features // n)
         if rank is None:
-            self.S = FactorParameter(torch.empty(*blocks, **factory))
+            self.S = nn.Parameter(torch.empty(*blocks, **factory))
             self.register_parameter("S_left", None)
             self.register_parameter("S_right", None)
         else:
             self.register_parameter("S", None)
-            self.S_left = FactorParameter(torch.empty(n, blocks[1], rank, **factory))
-            self.S_right = FactorParameter(torch.empty(n, rank, blocks[2], **factory))
+            self.S_left = nn.Parameter(torch.empty(n, blocks[1], rank, **factory))
+            self.S_right = nn.Parameter(torch.empty(n, rank, blocks[2], **factory))
         if rule == "algebra-frozen":
             # A constant of the architecture, so not saved in checkpoints.
             self.register_buffer("A", torch.empty(n, n, n, **factory), persistent=False)
         else:
-            self.A = FactorParameter(torch.empty(n, n, n, **factory))
+            self.A = nn.Parameter(torch.empty(n, n, n, **factory))
         self.bias = nn.Parameter(torch.empty(out_features, **factory)) if bias else None
-        self._cached_weight = self._cache_key = None
+        self._weight_cache = None  # (H, the key of the tensors it was built from)
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
@@ -245,8 +213,9 @@ class PHMLinear(nn.Module):
 
     def factor_tensors(self) -> Tuple[Tensor, ...]:
         """Every tensor that H is built from: A (possibly shared with other layers), S or its factors."""
-        if self.S is not None:
-            return self.A, self.S
+        S = self.S  # (each attribute of a module costs about 1 us: the eval cache checks these per call)
+        if S is not None:
+            return self.A, S
         return self.A, self.S_left, self.S_right
 
     def build_weight(self) -> Tensor:
@@ -256,16 +225,19 @@ class PHMLinear(nn.Module):
 
     @property
     def weight(self) -> Tensor:
-        if self.training or torch.is_grad_enabled():
+        if self.training or torch.is_grad_enabled() or torch.compiler.is_compiling():
             return self.build_weight()
-        # Reused while no tensor it was built from has changed: no in-place edit (their version
-        # counters), no new tensor (__setattr__, _apply and load_state_dict drop the cache), no
-        # write through .data and no optimizer step (FactorParameter.writes).
-        key = self._cache_key
-        if key is None or key[0] != FactorParameter.writes or any(t._version != v for t, v in key[1]):
-            self._cached_weight = self.build_weight()
-            self._cache_key = (FactorParameter.writes, [(t, t._version) for t in self.factor_tensors()])
-        return self._cached_weight
+        # Eval mode without gradients: H is reused while the tensors bound now (those the module
+        # holds, or those torch.func.functional_call put in their place) are the ones it was built
+        # from, unwritten since (_bound_unchanged); otherwise it is built again.
+        factors = self.factor_tensors()
+        cache = self._weight_cache
+        if cache is not None and _bound_unchanged(cache[1], factors):
+            return cache[0]
+        weight = self.build_weight()
+        if all(_cacheable(t) for t in factors):
+            self._weight_cache = (weight, tuple((t, t.detach(), t._version) for t in factors))
+        return weight
 
     def forward(self, input: Tensor) -> Tensor:
         if torch.jit.is_scripting():
@@ -283,15 +255,10 @@ class PHMLinear(nn.Module):
         return factored_crossover(self.in_features, self.out_features, self.n) if on_cpu else 0
 
     def clear_cache(self) -> None:
-        self._cached_weight = self._cache_key = None
+        """Drops the cached H: needed only after a write that no version counter sees (docs/layers.md)."""
+        self._weight_cache = None
 
-    def __setattr__(self, name, value):
-        if name in FACTORS:
-            if isinstance(value, nn.Parameter) and not isinstance(value, FactorParameter):
-                value.__class__ = FactorParameter  # e.g. layer.S = nn.Parameter(...): its .data writes count too
-            self.clear_cache()
-        super().__setattr__(name, value)
-
+    # Not needed for correctness (the key sees these changes); they free H's memory at once.
     def train(self, mode: bool = True):
         self.clear_cache()
         return super().train(mode)
@@ -303,6 +270,10 @@ class PHMLinear(nn.Module):
     def _load_from_state_dict(self, *args, **kwargs):
         self.clear_cache()
         return super()._load_from_state_dict(*args, **kwargs)
+
+    def __getstate__(self):
+        # copies (copy.deepcopy, torch.save of the module) start with no cache
+        return {**super().__getstate__(), "_weight_cache": None}
 
     def to_dense(self) -> nn.Linear:
         """An equivalent ``nn.Linear`` holding H, e.g. to run the model in stock fairseq."""
