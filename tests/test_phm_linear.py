@@ -975,3 +975,29 @@ def test_a_layer_made_under_inference_mode_follows_its_writes():
         torch.testing.assert_close(layer(x), definition(layer, x))
         layer.load_state_dict(PHMLinear(16, 32, n=4).state_dict())
         torch.testing.assert_close(layer(x), definition(layer, x))
+
+
+def test_layer_and_spec_share_one_validation_without_an_import_cycle():
+    import ast
+    import inspect
+
+    from phm_fairseq.modules import linear_spec, phm_linear
+
+    def imported(module, top_level_only=False):
+        tree = ast.parse(inspect.getsource(module))
+        nodes = tree.body if top_level_only else ast.walk(tree)
+        return {node.module for node in nodes if isinstance(node, ast.ImportFrom)}
+
+    assert "linear_spec" not in imported(phm_linear)  # the layer does not build a spec to check itself
+    assert imported(linear_spec) == imported(linear_spec, top_level_only=True)  # no import inside a function
+    for kwargs in (dict(n=0), dict(n=4, rank=0), dict(n=3, rule="algebra-init"), dict(n=4, rule="hamilton")):
+        with pytest.raises(ValueError) as from_layer:
+            PHMLinear(12, 12, **kwargs)
+        with pytest.raises(ValueError) as from_spec:
+            LinearSpec("phm", **kwargs).build(12, 12)
+        assert str(from_layer.value) == str(from_spec.value)
+    with pytest.raises(ValueError) as from_layer:
+        PHMLinear(10, 8, n=4)
+    with pytest.raises(ValueError) as from_spec:
+        LinearSpec("phm", n=4).check_layer(10, 8)
+    assert str(from_layer.value) == str(from_spec.value)

@@ -17,7 +17,7 @@ from torch import Tensor, nn
 from torch._C._functorch import is_functorch_wrapped_tensor as _is_functorch_wrapper
 
 from .algebra import ALGEBRAS, multiplication_rule
-from .linear_spec import RULES, LinearSpec  # noqa: F401  (RULES: also importable from here, as before)
+from .validation import RULES, check_layer_sizes, check_phm_options  # noqa: F401  (RULES: importable from here too)
 
 
 def kronecker_sum(A: Tensor, S: Tensor) -> Tensor:
@@ -121,8 +121,9 @@ class PHMLinear(nn.Module):
         rank: None (default: each S_i is a full matrix, the Parameter ``S``) or R: each S_i is
             ``S_left[i] @ S_right[i]``, factors of (out_features/n, R) and (R, in_features/n).
 
-    The arguments are validated by ``LinearSpec`` (the messages are the same wherever a layer
-    is built). ``kronecker_factors()`` gives (A, S) with S built from its factors when low rank.
+    The arguments are checked by ``validation``, as ``LinearSpec`` checks a spec (the messages are
+    the same wherever a layer is built). ``kronecker_factors()`` gives (A, S) with S built from
+    its factors when low rank.
 
     ``weight`` is H, built on access; fairseq's attention reads it directly. In eval mode
     under ``torch.no_grad()`` H is built once and reused while the tensors it is built from are
@@ -154,7 +155,8 @@ class PHMLinear(nn.Module):
         rank: Optional[int] = None,
     ) -> None:
         super().__init__()
-        LinearSpec("phm", n=n, rule=rule, rank=rank).check_layer(in_features, out_features)
+        check_phm_options(n, rule, rank)
+        check_layer_sizes(in_features, out_features, n, rank)
         factory = {"device": device, "dtype": dtype}
         self.in_features, self.out_features, self.n = in_features, out_features, n
         self.rule, self.gain, self.rank = rule, gain, rank
