@@ -122,3 +122,15 @@ def test_functional_call_in_eval_mode_uses_the_tensors_it_is_given(spec, fused_q
         assert torch.equal(out, torch.zeros_like(out))  # zero output projection, zero bias
         torch.testing.assert_close(mha(x, x, x)[0], own)
         torch.testing.assert_close(own, manual_attention(mha, x), rtol=1e-5, atol=1e-5)
+
+
+def test_densify_of_a_bare_layer_returns_its_nn_linear():
+    from phm_fairseq.models.export import densify
+
+    for layer in (PHMLinear(8, 12, n=4), LinearSpec("quaternion").build(8, 12, bias=False)):
+        dense = densify(layer)
+        assert type(dense) is torch.nn.Linear
+        x = torch.randn(3, 8)
+        torch.testing.assert_close(dense(x), layer(x))
+    dense = torch.nn.Linear(4, 4)
+    assert densify(dense) is dense

@@ -1001,3 +1001,71 @@ def test_layer_and_spec_share_one_validation_without_an_import_cycle():
     with pytest.raises(ValueError) as from_spec:
         LinearSpec("phm", n=4).check_layer(10, 8)
     assert str(from_layer.value) == str(from_spec.value)
+
+
+# --- sizes and numbers as nn.Linear takes them ----------------------------------------------------
+
+
+@pytest.mark.filterwarnings("ignore:Initializing zero-element tensors")  # nn.Linear's own, in to_dense()
+@pytest.mark.parametrize("d,k", [(0, 8), (8, 0), (0, 0)])
+@pytest.mark.parametrize("kind", list(LAYERS))
+def test_zero_size_layers_work_as_nn_linear(kind, d, k):
+    layer = LAYERS[kind](d, k, 4)
+    weights = 2 * (d + k) if kind == "phm-rank-2" else d * k // 4
+    rule = 0 if kind in ("phm-algebra-frozen", "quaternion") else 4**3
+    assert sum(p.numel() for p in layer.parameters()) == weights + rule + k
+    assert torch.equal(layer.bias, torch.zeros(k))  # nn.Linear's bias bound 1/sqrt(fan_in) is 0 at fan_in 0
+    repr(layer)
+    for rows in (3, 0):
+        x = torch.randn(rows, d, requires_grad=True)
+        for path in ("factored", "weight"):
+            for mode in ("train", "eval"):
+                copy_ = getattr(with_path(layer, path), mode)()
+                with torch.no_grad():
+                    out = copy_(x)
+                assert out.shape == (rows, k)
+                torch.testing.assert_close(out, nn.functional.linear(x, torch.zeros(k, d), layer.bias))
+            copy_(x).sum().backward()
+    to_dense = layer.to_dense()
+    assert type(to_dense) is nn.Linear and to_dense.weight.shape == (k, d)
+
+
+@LOW_RANK_SAVES_NOTHING
+def test_integral_numbers_are_taken_and_bools_and_floats_refused():
+    np = pytest.importorskip("numpy")
+    layer = PHMLinear(np.int64(16), np.int32(8), n=np.int64(4), rank=np.int16(2))
+    assert (layer.in_features, layer.out_features, layer.n, layer.rank) == (16, 8, 4, 2)
+    assert all(type(v) is int for v in (layer.in_features, layer.out_features, layer.n, layer.rank))
+    assert layer.S_left.shape == (4, 2, 2) and layer(torch.randn(3, 16)).shape == (3, 8)
+    assert PHMLinear(8, 8, n=torch.tensor(2)).n == 2
+    assert LinearSpec("phm", n=np.int64(4), rank=np.int64(2)) == LinearSpec("phm", n=4, rank=2)
+    assert type(LinearSpec("phm", n=np.int64(4)).n) is int
+    for n in (True, np.True_, 4.0, np.float64(4), "4", None):
+        with pytest.raises(ValueError, match=r"PHM n must be a positive integer, got n="):
+            PHMLinear(8, 8, n=n)
+        with pytest.raises(ValueError, match=r"PHM n must be a positive integer, got n="):
+            LinearSpec("phm", n=n)
+    for rank in (True, 2.0):
+        with pytest.raises(ValueError, match=r"PHM rank must be a positive integer"):
+            PHMLinear(8, 8, n=2, rank=rank)
+    for size in (-4, 8.0, True):
+        with pytest.raises(ValueError, match=r"in_features must be a non-negative integer, got in_features="):
+            PHMLinear(size, 8, n=2)
+
+
+@pytest.mark.parametrize(
+    "value,rows", [("64", 64), ("0", 0), (" 16 ", 16), ("", None), ("many", "error"), ("-1", "error"),
+                   ("8.0", "error"), ("²", "error"), ("٣", "error")]
+)  # fmt: skip
+def test_the_environment_variable_is_read_or_refused_by_name(monkeypatch, value, rows):
+    from phm_fairseq.modules.phm_linear import _rows_from_environment
+
+    monkeypatch.setenv("PHM_FACTORED_MAX_ROWS", value)
+    if rows != "error":
+        assert _rows_from_environment() == rows
+        return
+    with pytest.raises(ValueError) as error:
+        _rows_from_environment()
+    message = str(error.value)
+    assert message.startswith(f"PHM_FACTORED_MAX_ROWS={value.strip()!r}: expected a number of rows")
+    assert "whole number" in message and "0: always" in message and "unset" in message

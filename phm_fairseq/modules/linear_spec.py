@@ -64,7 +64,9 @@ class LinearSpec:
                     f"not of {self.kind} layers"
                 )
             return
-        check_phm_options(self.n, self.rule, self.rank)
+        n, rank = check_phm_options(self.n, self.rule, self.rank)
+        object.__setattr__(self, "n", n)  # e.g. a NumPy integer: an int, so that equal specs compare equal
+        object.__setattr__(self, "rank", rank)
         if self.shared_rule is not None:
             if self.shared_rule not in SHARED_RULE_SCOPES:
                 raise ValueError(

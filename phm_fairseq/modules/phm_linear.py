@@ -17,7 +17,7 @@ from torch import Tensor, nn
 from torch._C._functorch import is_functorch_wrapped_tensor as _is_functorch_wrapper
 
 from .algebra import ALGEBRAS, multiplication_rule
-from .validation import RULES, check_layer_sizes, check_phm_options  # noqa: F401  (RULES: importable from here too)
+from .validation import RULES, check_feature_sizes, check_layer_sizes, check_phm_options  # noqa: F401  (RULES, as before)
 
 
 def kronecker_sum(A: Tensor, S: Tensor) -> Tensor:
@@ -42,8 +42,8 @@ def kronecker_sum_linear(input: Tensor, A: Tensor, S, bias: Optional[Tensor] = N
     low_rank = isinstance(S, tuple)
     n = A.shape[0]
     k, d = (S[0].shape[1], S[1].shape[2]) if low_rank else S.shape[1:]  # out/n, in/n
-    x = input.reshape(-1, n, d)
-    rows = x.shape[0]
+    rows = input.shape[:-1].numel()
+    x = input.reshape(rows, n, d)
     if low_rank or d <= k:  # mix the input blocks by A, then batched products with the S_i, summed over i
         z = torch.matmul(A.reshape(n * n, n), x)  # (rows, i * n + r, d) = sum_c A[i, r, c] x_c
         z = z.view(rows, n, n, d).transpose(0, 1).reshape(n, rows * n, d)
@@ -82,11 +82,16 @@ def factored_crossover(in_features: int, out_features: int, n: int) -> int:
 
 
 def _rows_from_environment() -> Optional[int]:
-    value = os.environ.get("PHM_FACTORED_MAX_ROWS")
-    if value is None:
+    """PHM_FACTORED_MAX_ROWS: a whole number of rows R >= 0, or unset (or empty) for the rule."""
+    value = os.environ.get("PHM_FACTORED_MAX_ROWS", "").strip()
+    if not value:
         return None
-    if not value.isdigit():
-        raise ValueError(f"PHM_FACTORED_MAX_ROWS={value!r}: expected a number of rows (0: never the factored product)")
+    if not (value.isascii() and value.isdigit()):
+        raise ValueError(
+            f"PHM_FACTORED_MAX_ROWS={value!r}: expected a number of rows, a whole number >= 0 "
+            f"(0: always multiply by H; R: the factored product for inputs of up to R rows), or unset "
+            f"(each layer's measured crossover, factored_crossover)"
+        )
     return int(value)
 
 
@@ -155,7 +160,8 @@ class PHMLinear(nn.Module):
         rank: Optional[int] = None,
     ) -> None:
         super().__init__()
-        check_phm_options(n, rule, rank)
+        n, rank = check_phm_options(n, rule, rank)
+        in_features, out_features = check_feature_sizes(in_features, out_features)
         check_layer_sizes(in_features, out_features, n, rank)
         factory = {"device": device, "dtype": dtype}
         self.in_features, self.out_features, self.n = in_features, out_features, n
@@ -190,21 +196,21 @@ class PHMLinear(nn.Module):
                 # dense layer's xavier-uniform distribution.
                 self.A.copy_(multiplication_rule(self.n))
             if self.S is not None:
-                bound = self.gain * math.sqrt(6.0 / (self.in_features + self.out_features))
+                bound = self.gain * math.sqrt(6.0 / max(self.in_features + self.out_features, 1))
                 nn.init.uniform_(self.S, -bound, bound)
             else:
                 # Entries of S_left_i @ S_right_i are sums of `rank` products of independent
                 # factor entries: factors of variance std / sqrt(rank) each give S_i the dense
                 # layer's xavier variance std^2 = 2 gain^2 / (in + out), whatever the rank.
-                std = self.gain * math.sqrt(2.0 / (self.in_features + self.out_features))
+                std = self.gain * math.sqrt(2.0 / max(self.in_features + self.out_features, 1))
                 bound = math.sqrt(3.0 * std / math.sqrt(self.rank))
                 nn.init.uniform_(self.S_left, -bound, bound)
                 nn.init.uniform_(self.S_right, -bound, bound)
             self._reset_bias()
 
     def _reset_bias(self) -> None:
-        if self.bias is not None:  # as nn.Linear does
-            bound = 1.0 / math.sqrt(self.in_features)
+        if self.bias is not None:  # as nn.Linear does (0 without inputs)
+            bound = 1.0 / math.sqrt(self.in_features) if self.in_features > 0 else 0.0
             nn.init.uniform_(self.bias, -bound, bound)
 
     def kronecker_factors(self) -> Tuple[Tensor, Tensor]:
@@ -305,7 +311,8 @@ class PHMLinear(nn.Module):
         return (
             f"in_features={self.in_features}, out_features={self.out_features}, n={self.n}, "
             f"rule={rule}, {f'rank={self.rank}, ' if self.rank is not None else ''}bias={self.bias is not None}, "
-            f"params={params:,} ({params / self.dense_parameter_count:.3f}x dense)"
+            f"params={params:,}"
+            + (f" ({params / self.dense_parameter_count:.3f}x dense)" if self.dense_parameter_count else "")
         )
 
 
@@ -334,7 +341,7 @@ class QuaternionLinear(PHMLinear):
             # W = |W| (cos theta + u sin theta): |W| ~ sigma * chi(4), theta ~ U(-pi, pi),
             # u a uniform random unit pure quaternion. E|W|^2 = 4 sigma^2 spread over 4
             # components gives every entry of H the xavier variance 2 gain^2 / (in + out).
-            sigma = self.gain / math.sqrt(2.0 * (self.in_features + self.out_features) / 4)
+            sigma = self.gain / math.sqrt(max(self.in_features + self.out_features, 1) / 2)
             shape = self.S.shape[1:]
             like = {"device": self.S.device, "dtype": self.S.dtype}
             modulus = sigma * torch.randn(4, *shape, **like).norm(dim=0)

@@ -5,8 +5,9 @@ the messages are the same wherever a layer is built, and neither module imports 
 """
 
 import math
+import operator
 import warnings
-from typing import Optional
+from typing import Optional, Tuple
 
 from .algebra import check_algebra_dim
 
@@ -20,20 +21,44 @@ def divisors(*sizes: int) -> list:
     return [m for m in range(1, common + 1) if common % m == 0]
 
 
-def _is_positive_int(value) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value >= 1
+def _integer(value) -> Optional[int]:
+    """``value`` as an int if it is an integral number (int, a NumPy integer, a 0-d integer tensor:
+    anything ``operator.index`` takes), else None; bools are not numbers here."""
+    if isinstance(value, bool):
+        return None
+    try:
+        return operator.index(value)
+    except TypeError:
+        return None
 
 
-def check_phm_options(n, rule: str, rank) -> None:
-    """A clear error for an n, rule or rank that no PHM layer can have."""
-    if not _is_positive_int(n):
+def check_phm_options(n, rule: str, rank) -> Tuple[int, Optional[int]]:
+    """A clear error for an n, rule or rank that no PHM layer can have; (n, rank) as ints."""
+    number = _integer(n)
+    if number is None or number < 1:
         raise ValueError(f"PHM n must be a positive integer, got n={n!r}")
     if rule not in RULES:
         raise ValueError(f"unknown PHM rule {rule!r}: choose one of {', '.join(RULES)}")
     if rule != "learned":
-        check_algebra_dim(n)
-    if rank is not None and not _is_positive_int(rank):
+        check_algebra_dim(number)
+    if rank is None:
+        return number, None
+    low = _integer(rank)
+    if low is None or low < 1:
         raise ValueError(f"PHM rank must be a positive integer (or None for full-rank S_i), got rank={rank!r}")
+    return number, low
+
+
+def check_feature_sizes(in_features, out_features) -> Tuple[int, int]:
+    """(in_features, out_features) as ints: non-negative integral numbers, zero included (as
+    ``nn.Linear``'s)."""
+    sizes = []
+    for name, value in (("in_features", in_features), ("out_features", out_features)):
+        size = _integer(value)
+        if size is None or size < 0:
+            raise ValueError(f"PHM layer {name} must be a non-negative integer, got {name}={value!r}")
+        sizes.append(size)
+    return sizes[0], sizes[1]
 
 
 def check_layer_sizes(in_features: int, out_features: int, n: int, rank: Optional[int] = None) -> None:
@@ -47,7 +72,8 @@ def check_layer_sizes(in_features: int, out_features: int, n: int, rank: Optiona
         )
     full, factored = in_features * out_features // n, (rank or 0) * (in_features + out_features)
     if rank is not None and factored >= full:
-        saving = math.ceil(full / (in_features + out_features)) - 1  # the largest rank with factored < full
+        # the largest rank with factored < full (none in a layer without weights)
+        saving = math.ceil(full / (in_features + out_features)) - 1 if full else 0
         warnings.warn(
             f"PHM layer {in_features}->{out_features}, n={n}: rank {rank} factors hold {factored:,} "
             f"weights, no fewer than the {full:,} of full-rank S_i (blocks of {out_features // n}x"
