@@ -124,16 +124,6 @@ def test_any_leading_dims(shape):
     torch.testing.assert_close(y.reshape(-1, 14), layer(x.reshape(-1, 7)))
 
 
-def test_gradcheck_float64():
-    for rule in ("learned", "algebra-init"):
-        layer = PHMLinear(8, 4, n=2, rule=rule).double()
-        x = torch.randn(3, 8, dtype=torch.float64, requires_grad=True)
-        inputs = (x, layer.A, layer.S, layer.bias)
-        assert torch.autograd.gradcheck(lambda x, A, S, b: nn.functional.linear(x, kronecker_sum(A, S), b), inputs)
-        layer(x).sum().backward()
-        assert layer.A.grad is not None and layer.S.grad is not None
-
-
 def test_frozen_rule_gets_no_gradient_in_a():
     layer = PHMLinear(8, 8, n=4, rule="algebra-frozen")
     layer(torch.randn(2, 8)).sum().backward()
@@ -302,12 +292,23 @@ def test_learned_init_gives_every_block_the_target_variance():
     assert ((ratios > 0.9) & (ratios < 1.1)).all(), ratios
 
 
-def test_init_is_seeded_from_torchs_rng():
+@pytest.mark.parametrize(
+    "make",
+    [lambda: PHMLinear(8, 8, n=2), lambda: quietly(PHMLinear, 8, 8, 2, rank=2), lambda: QuaternionLinear(8, 8)],
+    ids=["phm", "phm-rank-2", "quaternion"],
+)
+def test_init_draws_from_torchs_global_generator(make):
+    def state(seed):
+        torch.manual_seed(seed)
+        return make().state_dict()
+
+    first, again, other = state(1), state(1), state(2)
+    assert first.keys() == again.keys() == other.keys()
+    assert all(torch.equal(first[key], again[key]) for key in first)  # the seed decides everything
+    assert all(not torch.equal(first[key], other[key]) for key in first)  # every tensor drawn from it
     torch.manual_seed(1)
-    a = QuaternionLinear(8, 8).state_dict()
-    torch.manual_seed(1)
-    b = QuaternionLinear(8, 8).state_dict()
-    assert all(torch.equal(a[key], b[key]) for key in a)
+    make()
+    assert any(not torch.equal(first[key], value) for key, value in make().state_dict().items())  # it advances
 
 
 # --- autocast -------------------------------------------------------------------------------
@@ -390,6 +391,29 @@ def test_gradients_through_either_path_match(kind):
             torch.testing.assert_close(a, b)
 
 
+@LOW_RANK_SAVES_NOTHING
+@pytest.mark.parametrize("kind", list(LAYERS))
+@pytest.mark.parametrize("path", ["factored", "weight"])
+@pytest.mark.parametrize("mode", ["train", "eval"])
+def test_gradcheck_of_the_layer_float64(kind, path, mode):
+    for d, k in [(4, 8), (8, 4)]:
+        layer = getattr(with_path(LAYERS[kind](d, k, 4 if kind == "quaternion" else 2).double(), path), mode)()
+        params = list(layer.parameters())
+        x = torch.randn(3, d, dtype=torch.float64, requires_grad=True)
+        assert torch.autograd.gradcheck(lambda x, *params, layer=layer: layer(x), (x, *params))
+
+
+@LOW_RANK_SAVES_NOTHING
+@pytest.mark.parametrize("rank", [None, 2])
+def test_gradcheck_through_layers_that_share_their_rule_float64(rank):
+    model = TwoSides(LinearSpec("phm", n=4, rank=rank, shared_rule="model")).double()
+    chain = nn.Sequential(model.encoder[1], model.decoder[0], model.decoder[1])  # 8 -> 8 -> 8 -> 16, one A
+    params = list(chain.parameters())
+    assert sum(p is model.encoder[0].A for p in params) == 1
+    x = torch.randn(2, 8, dtype=torch.float64, requires_grad=True)
+    assert torch.autograd.gradcheck(lambda x, *params: chain(x), (x, *params))
+
+
 def test_gradcheck_of_the_factored_product():
     from phm_fairseq.modules.phm_linear import kronecker_sum_linear
 
@@ -428,14 +452,29 @@ def test_few_rows_take_the_factored_product_and_never_build_h(monkeypatch):
         assert builds == [1]  # larger ones build it once and reuse it
 
 
-def test_the_measured_crossover_is_the_default_and_can_be_overridden():
+def test_the_measured_crossover_rule_picks_the_product_and_can_be_overridden(monkeypatch):
     from phm_fairseq.modules.phm_linear import factored_crossover
 
-    layer = PHMLinear(512, 2048, n=8)
-    assert layer.factored_rows_limit() == factored_crossover(512, 2048, 8)
-    assert factored_crossover(512, 2048, 1) == 0  # n = 1 is a dense layer: nothing to gain
-    layer.factored_max_rows = 0
-    assert layer.factored_rows_limit() == 0
+    # docs/layers.md: 0 for n = 1, under 786,432 weights, and at n >= 16 under 1,048,576 weights;
+    # else 8 rows per 1,048,576 weights
+    expected = {(512, 1536, 4): 6, (512, 2048, 8): 8, (2048, 512, 4): 8, (1024, 4096, 8): 32, (512, 2048, 16): 8,
+                (512, 2048, 1): 0, (512, 1024, 4): 0, (768, 1024, 16): 0, (768, 1024, 8): 6}  # fmt: skip
+    assert {shape: factored_crossover(*shape) for shape in expected} == expected
+    layer = PHMLinear(512, 2048, n=8).eval()
+    assert layer.factored_rows_limit(torch.device("cpu")) == 8
+    assert layer.factored_rows_limit(torch.device("meta")) == 0  # measured on CPU only: elsewhere always H
+    builds = []
+    build = layer.build_weight
+    monkeypatch.setattr(layer, "build_weight", lambda: builds.append(1) or build())
+    with torch.no_grad():
+        layer(torch.randn(2, 4, 512))  # 8 rows: factored
+        assert builds == []
+        layer(torch.randn(9, 512))  # 9 rows: H
+        assert builds == [1]
+        layer.factored_max_rows = 0  # the override: always H (cached)
+        layer.clear_cache()
+        layer(torch.randn(1, 512))
+        assert builds == [1, 1] and layer.factored_rows_limit() == 0
 
 
 # --- the eval cache never serves a stale H after a write a version counter sees ---------------------
@@ -783,16 +822,6 @@ def test_rank_one_variance_matches_the_target_on_average(n):
     # mean over 16 layers is what the initialisation calibrates
     ratios = [PHMLinear(256, 256, n=n, rank=1).weight.var().item() / xavier_variance(256, 256) for _ in range(16)]
     assert 0.9 < sum(ratios) / len(ratios) < 1.1, ratios
-
-
-@LOW_RANK_SAVES_NOTHING
-def test_low_rank_gradcheck_float64():
-    layer = PHMLinear(8, 4, n=2, rank=2).double()
-    x = torch.randn(3, 8, dtype=torch.float64, requires_grad=True)
-    inputs = (x, layer.A, layer.S_left, layer.S_right, layer.bias)
-    assert torch.autograd.gradcheck(lambda x, A, L, R, b: nn.functional.linear(x, kronecker_sum(A, L @ R), b), inputs)
-    layer(x).sum().backward()
-    assert all(p.grad is not None and p.grad.abs().sum() > 0 for p in (layer.A, layer.S_left, layer.S_right))
 
 
 @LOW_RANK_SAVES_NOTHING
