@@ -266,7 +266,9 @@ class PHMLinear(nn.Module):
         """Drops the cached H: needed only after a write that no version counter sees (docs/layers.md)."""
         self._weight_cache = None
 
-    # Not needed for correctness (the key sees these changes); they free H's memory at once.
+    # The key sees what these change; dropping the cache here frees H's memory at once, and the
+    # train()/eval() switch is what keeps a usual training loop safe from the writes that no
+    # version counter sees (fairseq's optimizers, fused kernels: docs/layers.md).
     def train(self, mode: bool = True):
         self.clear_cache()
         return super().train(mode)
