@@ -544,6 +544,7 @@ SEEN_WRITES = [
     _step(torch.optim.SGD, foreach=True),
     _step(torch.optim.Adam, foreach=False),
     _step(torch.optim.Adam, foreach=True),
+    _step(torch.optim.AdamW, foreach=False),
     _step(torch.optim.AdamW, foreach=True),
     _in_place_edit_of_a_view,
     _assign_data,
@@ -556,6 +557,7 @@ SEEN_WRITES = [
 UNSEEN_WRITES = [  # docs/layers.md lists them: clear_cache() after them
     _step(torch.optim.SGD, fused=True),
     _step(torch.optim.Adam, fused=True),
+    _step(torch.optim.AdamW, fused=True),
     _fairseq_adam_step,
     _edit_data_in_place,
     _write_through_numpy,
@@ -597,7 +599,7 @@ def test_writes_no_version_counter_sees_are_those_documented(write):
         torch.testing.assert_close(layer(x), expected)
 
 
-@pytest.mark.parametrize("write", SEEN_WRITES[:5] + UNSEEN_WRITES[:3], ids=lambda write: write.__name__)
+@pytest.mark.parametrize("write", SEEN_WRITES[:6] + UNSEEN_WRITES[:4], ids=lambda write: write.__name__)
 def test_a_loop_that_switches_train_and_eval_is_never_stale_whatever_the_optimizer(write):
     layer, x = eval_layer(), torch.randn(4, 8)
     for _ in range(2):
