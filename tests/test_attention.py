@@ -107,3 +107,30 @@ def test_quaternion_attention_refuses_a_fused_qkv_projection():
 
     with pytest.raises(ValueError, match="needs Q, K and V that are each a Hamilton product"):
         QuaternionMultiheadAttention(32, 2, linear=LinearSpec("quaternion"), fused_qkv=True, self_attention=True)
+
+
+@pytest.mark.parametrize("spec", SPECS, ids=str)
+@pytest.mark.parametrize("fused_qkv", [False, True])
+def test_functional_call_in_eval_mode_uses_the_tensors_it_is_given(spec, fused_qkv):
+    # torch.func, model soups and EMA tools call the module with other tensors in place of its own
+    mha = attention(spec, fused_qkv).eval()
+    x = torch.randn(5, 3, 32)
+    zeros = {name: torch.zeros_like(t) for name, t in mha.named_parameters()}
+    with torch.no_grad():
+        own, _ = mha(x, x, x)  # the projections' eval caches are warm
+        out, _ = torch.func.functional_call(mha, zeros, (x, x, x))
+        assert torch.equal(out, torch.zeros_like(out))  # zero output projection, zero bias
+        torch.testing.assert_close(mha(x, x, x)[0], own)
+        torch.testing.assert_close(own, manual_attention(mha, x), rtol=1e-5, atol=1e-5)
+
+
+def test_densify_of_a_bare_layer_returns_its_nn_linear():
+    from phm_fairseq.models.export import densify
+
+    for layer in (PHMLinear(8, 12, n=4), LinearSpec("quaternion").build(8, 12, bias=False)):
+        dense = densify(layer)
+        assert type(dense) is torch.nn.Linear
+        x = torch.randn(3, 8)
+        torch.testing.assert_close(dense(x), layer(x))
+    dense = torch.nn.Linear(4, 4)
+    assert densify(dense) is dense

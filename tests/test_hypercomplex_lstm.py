@@ -201,3 +201,17 @@ def test_max_mean_pool_ignores_padding():
 def test_phm_layers_in_the_lstm_are_phm_linear():
     lstm = HypercomplexLSTM(10, 10, LinearSpec("phm", n=5))
     assert sum(isinstance(m, PHMLinear) for m in lstm.modules()) == 8
+
+
+@pytest.mark.parametrize("gate_layout", ["per-gate", "fused"])
+def test_functional_call_in_eval_mode_uses_the_tensors_it_is_given(gate_layout):
+    lstm = HypercomplexLSTM(8, H, LinearSpec("phm", n=4), gate_layout=gate_layout).eval()
+    x = torch.randn(6, 3, 8)
+    zeros = {name: torch.zeros_like(t) for name, t in lstm.named_parameters()}
+    with torch.no_grad():
+        own, _ = lstm(x)  # the gate maps' eval caches are warm
+        out, (h, c) = torch.func.functional_call(lstm, zeros, (x,))
+        # no weights, no bias: every gate is sigmoid(0) = 1/2 and the candidate tanh(0) = 0
+        assert torch.equal(out, torch.zeros_like(out)) and torch.equal(c, torch.zeros_like(c))
+        torch.testing.assert_close(lstm(x)[0], own)
+    torch.testing.assert_close(own, lstm(x)[0].detach())  # eval mode with gradients: no cache

@@ -20,8 +20,11 @@ def densify(model: nn.Module) -> nn.Module:
     every fused Q/K/V projection by three; returns ``model``, which computes the same function.
 
     Inference needs no H to be built afterwards, and the model's parameters have the names and
-    shapes of fairseq's own Transformer.
+    shapes of fairseq's own Transformer. A bare PHM or quaternion layer has no parent to be replaced
+    in: its ``to_dense()`` is returned instead.
     """
+    if isinstance(model, PHMLinear):
+        return model.to_dense()
     for module in list(model.modules()):
         if isinstance(module, HypercomplexMultiheadAttention) and hasattr(module, "qkv_proj"):
             for name in ("q_proj", "k_proj", "v_proj"):

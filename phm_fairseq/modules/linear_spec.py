@@ -3,34 +3,22 @@
 A ``LinearSpec`` is a value: it validates itself when made (kind, n, rule, rank, shared rule),
 checks the feature sizes of a layer or of a whole model, builds every linear map of a model,
 and applies what concerns the model as a whole once its layers are built (``finish_model``).
-Adding a parameterisation means changing this module (and PHMLinear), and the one function
-that maps command-line flags to a spec (``phm_fairseq.models.linear_args``); no model changes.
+Adding a parameterisation means changing this module, PHMLinear and its checks (``validation``,
+which both use), and the one function that maps command-line flags to a spec
+(``phm_fairseq.models.linear_args``); no model changes.
 """
 
-import math
-import warnings
 from dataclasses import dataclass
 from typing import Iterable, Optional
 
 from torch import nn
 
-from .algebra import check_algebra_dim
+from .phm_linear import PHMLinear, QuaternionLinear
+from .validation import RULES, check_layer_sizes, check_phm_options, divisors  # noqa: F401  (RULES, as before)
 
 KINDS = ("dense", "phm", "quaternion")
-RULES = ("learned", "algebra-init", "algebra-frozen")
-"""How A is obtained: learned from a random start; learned from the algebra's rule; the
-algebra's rule, frozen (a buffer, not a parameter). Algebra rules need n in 1, 2, 4, 8, 16."""
 SHARED_RULE_SCOPES = ("model", "side")
 """One A for every PHM layer of the model, or one per side (the encoder's layers, the decoder's)."""
-
-
-def _divisors(*sizes: int) -> list:
-    common = math.gcd(*sizes)
-    return [m for m in range(1, common + 1) if common % m == 0]
-
-
-def _is_positive_int(value) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value >= 1
 
 
 @dataclass(frozen=True)
@@ -76,14 +64,9 @@ class LinearSpec:
                     f"not of {self.kind} layers"
                 )
             return
-        if not _is_positive_int(self.n):
-            raise ValueError(f"PHM n must be a positive integer, got n={self.n!r}")
-        if self.rule not in RULES:
-            raise ValueError(f"unknown PHM rule {self.rule!r}: choose one of {', '.join(RULES)}")
-        if self.rule != "learned":
-            check_algebra_dim(self.n)
-        if self.rank is not None and not _is_positive_int(self.rank):
-            raise ValueError(f"PHM rank must be a positive integer (or None for full-rank S_i), got rank={self.rank!r}")
+        n, rank = check_phm_options(self.n, self.rule, self.rank)
+        object.__setattr__(self, "n", n)  # e.g. a NumPy integer: an int, so that equal specs compare equal
+        object.__setattr__(self, "rank", rank)
         if self.shared_rule is not None:
             if self.shared_rule not in SHARED_RULE_SCOPES:
                 raise ValueError(
@@ -105,23 +88,7 @@ class LinearSpec:
     def check_layer(self, in_features: int, out_features: int) -> None:
         """A clear error if this spec cannot build a layer in_features -> out_features, and a
         warning where a low rank saves no weights in it."""
-        n = self.divisor
-        if in_features % n or out_features % n:
-            raise ValueError(
-                f"PHM layer {in_features}->{out_features}: n={n} must divide both "
-                f"in_features={in_features} and out_features={out_features}; "
-                f"n can be one of {_divisors(in_features, out_features)}"
-            )
-        full, factored = in_features * out_features // n, (self.rank or 0) * (in_features + out_features)
-        if self.rank is not None and factored >= full:
-            saving = math.ceil(full / (in_features + out_features)) - 1  # the largest rank with factored < full
-            warnings.warn(
-                f"PHM layer {in_features}->{out_features}, n={n}: rank {self.rank} factors hold {factored:,} "
-                f"weights, no fewer than the {full:,} of full-rank S_i (blocks of {out_features // n}x"
-                f"{in_features // n}); "
-                + (f"ranks up to {saving} save weights" if saving else "no rank saves weights in a layer this small"),
-                stacklevel=3,
-            )
+        check_layer_sizes(in_features, out_features, self.divisor, self.rank)
 
     def check_sizes(self, sizes: dict, n_as: Optional[str] = None) -> None:
         """Every feature size of a model (by the name of what sets it: a flag, a label) must be a
@@ -135,14 +102,11 @@ class LinearSpec:
             n_given = f"{n_as} {divisor}" if n_as else f"n={divisor}"
             raise ValueError(
                 f"{n_given} must divide every feature size of the model, but does not divide {bad}; "
-                f"with these sizes {n_as or 'n'} can be one of {_divisors(*sizes.values())}"
+                f"with these sizes {n_as or 'n'} can be one of {divisors(*sizes.values())}"
             )
         raise ValueError(f"{self} layers need feature sizes that are multiples of {divisor}, not {bad}")
 
     def build(self, in_features: int, out_features: int, bias: bool = True, gain: float = 1.0) -> nn.Module:
-        # imported here: PHMLinear validates its arguments through this module
-        from .phm_linear import PHMLinear, QuaternionLinear
-
         if self.kind == "phm":
             return PHMLinear(in_features, out_features, self.n, bias=bias, rule=self.rule, gain=gain, rank=self.rank)
         if self.kind == "quaternion":
@@ -160,8 +124,6 @@ class LinearSpec:
         idiom: one Parameter registered in each layer, so ``model.parameters()``, optimizers,
         checkpoints and parameter counts hold it once, and every layer sees each update of it.
         """
-        from .phm_linear import PHMLinear
-
         if self.shared_rule is None:
             return model
         sides = list(sides)

@@ -14,10 +14,10 @@ from typing import Optional, Tuple
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
-from torch.optim.optimizer import register_optimizer_step_post_hook
+from torch._C._functorch import is_functorch_wrapped_tensor as _is_functorch_wrapper
 
 from .algebra import ALGEBRAS, multiplication_rule
-from .linear_spec import RULES, LinearSpec  # noqa: F401  (RULES: also importable from here, as before)
+from .validation import RULES, check_feature_sizes, check_layer_sizes, check_phm_options  # noqa: F401  (RULES, as before)
 
 
 def kronecker_sum(A: Tensor, S: Tensor) -> Tensor:
@@ -42,8 +42,8 @@ def kronecker_sum_linear(input: Tensor, A: Tensor, S, bias: Optional[Tensor] = N
     low_rank = isinstance(S, tuple)
     n = A.shape[0]
     k, d = (S[0].shape[1], S[1].shape[2]) if low_rank else S.shape[1:]  # out/n, in/n
-    x = input.reshape(-1, n, d)
-    rows = x.shape[0]
+    rows = input.shape[:-1].numel()
+    x = input.reshape(rows, n, d)
     if low_rank or d <= k:  # mix the input blocks by A, then batched products with the S_i, summed over i
         z = torch.matmul(A.reshape(n * n, n), x)  # (rows, i * n + r, d) = sum_c A[i, r, c] x_c
         z = z.view(rows, n, n, d).transpose(0, 1).reshape(n, rows * n, d)
@@ -82,64 +82,36 @@ def factored_crossover(in_features: int, out_features: int, n: int) -> int:
 
 
 def _rows_from_environment() -> Optional[int]:
-    value = os.environ.get("PHM_FACTORED_MAX_ROWS")
-    if value is None:
+    """PHM_FACTORED_MAX_ROWS: a whole number of rows R >= 0, or unset (or empty) for the rule."""
+    value = os.environ.get("PHM_FACTORED_MAX_ROWS", "").strip()
+    if not value:
         return None
-    if not value.isdigit():
-        raise ValueError(f"PHM_FACTORED_MAX_ROWS={value!r}: expected a number of rows (0: never the factored product)")
+    if not (value.isascii() and value.isdigit()):
+        raise ValueError(
+            f"PHM_FACTORED_MAX_ROWS={value!r}: expected a number of rows, a whole number >= 0 "
+            f"(0: always multiply by H; R: the factored product for inputs of up to R rows), or unset "
+            f"(each layer's measured crossover, factored_crossover)"
+        )
     return int(value)
 
 
-_TENSOR_DATA = torch._C.TensorBase.data  # the descriptor behind Tensor.data
+def _bound_unchanged(key, factors) -> bool:
+    """Whether ``factors`` are the tensors ``key`` was taken from, unwritten since: the same objects,
+    pointing to the same memory in the same layout (``is_set_to``: same storage, offset, size and
+    stride; the key holds an alias of that storage, so its memory cannot be reused meanwhile), and
+    with the same version counts. Metadata only: no tensor is read or compared."""
+    if len(key) != len(factors):
+        return False
+    for tensor, (bound, alias, version) in zip(factors, key):
+        if tensor is not bound or not tensor.is_set_to(alias) or tensor._version != version:
+            return False
+    return True
 
 
-class FactorParameter(nn.Parameter):
-    """The Parameter that holds A, S or S's factors: one whose every write the eval cache of H sees.
-
-    In-place edits (optimizer steps, ``load_state_dict``, ``torch.no_grad()`` edits) bump a tensor's
-    version counter, and a new tensor has a new identity and storage; the cache checks all three.
-    Two kinds of write bypass them: edits through ``.data``, which hands out an alias with a version
-    counter of its own (fairseq's optimizers write that way, so do ``p.data.mul_()`` and
-    ``vector_to_parameters``), and fused optimizer kernels. So every ``.data`` access, reading or
-    assigning, and every optimizer step (a global hook, below) advance ``writes``, and a cached H
-    is reused only while ``writes`` has not moved. Otherwise this is an ``nn.Parameter``.
-    """
-
-    writes = 0
-
-    @property
-    def data(self):
-        FactorParameter.writes += 1
-        return _TENSOR_DATA.__get__(self, type(self))
-
-    @data.setter
-    def data(self, value):
-        FactorParameter.writes += 1
-        _TENSOR_DATA.__set__(self, value)
-
-    def __repr__(self):
-        return "Parameter containing:\n" + repr(self.detach().requires_grad_(self.requires_grad))
-
-    def __reduce_ex__(self, protocol):
-        return _rebuild_factor_parameter, (super().__reduce_ex__(protocol),)
-
-
-def _rebuild_factor_parameter(reduced) -> FactorParameter:
-    rebuild, args = reduced[:2]
-    parameter = rebuild(*args)
-    parameter.__class__ = FactorParameter
-    return parameter
-
-
-def _count_optimizer_step(optimizer, args, kwargs) -> None:
-    FactorParameter.writes += 1
-
-
-register_optimizer_step_post_hook(_count_optimizer_step)
-
-
-FACTORS = ("A", "S", "S_left", "S_right")
-"""The tensors H is built from (those a layer has)."""
+def _cacheable(tensor: Tensor) -> bool:
+    """Plain tensors whose writes the version counter counts: not an inference tensor (no counter),
+    not a torch.func transform's wrapper (vmap, grad: they live for one call) or another subclass."""
+    return type(tensor) in (Tensor, nn.Parameter) and not tensor.is_inference() and not _is_functorch_wrapper(tensor)
 
 
 class PHMLinear(nn.Module):
@@ -154,11 +126,13 @@ class PHMLinear(nn.Module):
         rank: None (default: each S_i is a full matrix, the Parameter ``S``) or R: each S_i is
             ``S_left[i] @ S_right[i]``, factors of (out_features/n, R) and (R, in_features/n).
 
-    The arguments are validated by ``LinearSpec`` (the messages are the same wherever a layer
-    is built). ``kronecker_factors()`` gives (A, S) with S built from its factors when low rank.
+    The arguments are checked by ``validation``, as ``LinearSpec`` checks a spec (the messages are
+    the same wherever a layer is built). ``kronecker_factors()`` gives (A, S) with S built from
+    its factors when low rank.
 
     ``weight`` is H, built on access; fairseq's attention reads it directly. In eval mode
-    under ``torch.no_grad()`` H is built once and reused until a parameter changes. A forward
+    under ``torch.no_grad()`` H is built once and reused while the tensors it is built from are
+    the ones bound and unwritten (``weight``; docs/layers.md says which writes it sees). A forward
     of few rows (decoding) skips H and multiplies by A and S directly, reading 1/n of the bytes
     (``kronecker_sum_linear``; see ``factored_max_rows``); both paths give F.linear(x, H, b).
     """
@@ -186,26 +160,28 @@ class PHMLinear(nn.Module):
         rank: Optional[int] = None,
     ) -> None:
         super().__init__()
-        LinearSpec("phm", n=n, rule=rule, rank=rank).check_layer(in_features, out_features)
+        n, rank = check_phm_options(n, rule, rank)
+        in_features, out_features = check_feature_sizes(in_features, out_features)
+        check_layer_sizes(in_features, out_features, n, rank)
         factory = {"device": device, "dtype": dtype}
         self.in_features, self.out_features, self.n = in_features, out_features, n
         self.rule, self.gain, self.rank = rule, gain, rank
         blocks = (n, out_features // n, in_features // n)
         if rank is None:
-            self.S = FactorParameter(torch.empty(*blocks, **factory))
+            self.S = nn.Parameter(torch.empty(*blocks, **factory))
             self.register_parameter("S_left", None)
             self.register_parameter("S_right", None)
         else:
             self.register_parameter("S", None)
-            self.S_left = FactorParameter(torch.empty(n, blocks[1], rank, **factory))
-            self.S_right = FactorParameter(torch.empty(n, rank, blocks[2], **factory))
+            self.S_left = nn.Parameter(torch.empty(n, blocks[1], rank, **factory))
+            self.S_right = nn.Parameter(torch.empty(n, rank, blocks[2], **factory))
         if rule == "algebra-frozen":
             # A constant of the architecture, so not saved in checkpoints.
             self.register_buffer("A", torch.empty(n, n, n, **factory), persistent=False)
         else:
-            self.A = FactorParameter(torch.empty(n, n, n, **factory))
+            self.A = nn.Parameter(torch.empty(n, n, n, **factory))
         self.bias = nn.Parameter(torch.empty(out_features, **factory)) if bias else None
-        self._cached_weight = self._cache_key = None
+        self._weight_cache = None  # (H, the key of the tensors it was built from)
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
@@ -220,21 +196,21 @@ class PHMLinear(nn.Module):
                 # dense layer's xavier-uniform distribution.
                 self.A.copy_(multiplication_rule(self.n))
             if self.S is not None:
-                bound = self.gain * math.sqrt(6.0 / (self.in_features + self.out_features))
+                bound = self.gain * math.sqrt(6.0 / max(self.in_features + self.out_features, 1))
                 nn.init.uniform_(self.S, -bound, bound)
             else:
                 # Entries of S_left_i @ S_right_i are sums of `rank` products of independent
                 # factor entries: factors of variance std / sqrt(rank) each give S_i the dense
                 # layer's xavier variance std^2 = 2 gain^2 / (in + out), whatever the rank.
-                std = self.gain * math.sqrt(2.0 / (self.in_features + self.out_features))
+                std = self.gain * math.sqrt(2.0 / max(self.in_features + self.out_features, 1))
                 bound = math.sqrt(3.0 * std / math.sqrt(self.rank))
                 nn.init.uniform_(self.S_left, -bound, bound)
                 nn.init.uniform_(self.S_right, -bound, bound)
             self._reset_bias()
 
     def _reset_bias(self) -> None:
-        if self.bias is not None:  # as nn.Linear does
-            bound = 1.0 / math.sqrt(self.in_features)
+        if self.bias is not None:  # as nn.Linear does (0 without inputs)
+            bound = 1.0 / math.sqrt(self.in_features) if self.in_features > 0 else 0.0
             nn.init.uniform_(self.bias, -bound, bound)
 
     def kronecker_factors(self) -> Tuple[Tensor, Tensor]:
@@ -245,8 +221,9 @@ class PHMLinear(nn.Module):
 
     def factor_tensors(self) -> Tuple[Tensor, ...]:
         """Every tensor that H is built from: A (possibly shared with other layers), S or its factors."""
-        if self.S is not None:
-            return self.A, self.S
+        S = self.S  # (each attribute of a module costs about 1 us: the eval cache checks these per call)
+        if S is not None:
+            return self.A, S
         return self.A, self.S_left, self.S_right
 
     def build_weight(self) -> Tensor:
@@ -256,16 +233,19 @@ class PHMLinear(nn.Module):
 
     @property
     def weight(self) -> Tensor:
-        if self.training or torch.is_grad_enabled():
+        if self.training or torch.is_grad_enabled() or torch.compiler.is_compiling():
             return self.build_weight()
-        # Reused while no tensor it was built from has changed: no in-place edit (their version
-        # counters), no new tensor (__setattr__, _apply and load_state_dict drop the cache), no
-        # write through .data and no optimizer step (FactorParameter.writes).
-        key = self._cache_key
-        if key is None or key[0] != FactorParameter.writes or any(t._version != v for t, v in key[1]):
-            self._cached_weight = self.build_weight()
-            self._cache_key = (FactorParameter.writes, [(t, t._version) for t in self.factor_tensors()])
-        return self._cached_weight
+        # Eval mode without gradients: H is reused while the tensors bound now (those the module
+        # holds, or those torch.func.functional_call put in their place) are the ones it was built
+        # from, unwritten since (_bound_unchanged); otherwise it is built again.
+        factors = self.factor_tensors()
+        cache = self._weight_cache
+        if cache is not None and _bound_unchanged(cache[1], factors):
+            return cache[0]
+        weight = self.build_weight()
+        if all(_cacheable(t) for t in factors):
+            self._weight_cache = (weight, tuple((t, t.detach(), t._version) for t in factors))
+        return weight
 
     def forward(self, input: Tensor) -> Tensor:
         if torch.jit.is_scripting():
@@ -283,15 +263,12 @@ class PHMLinear(nn.Module):
         return factored_crossover(self.in_features, self.out_features, self.n) if on_cpu else 0
 
     def clear_cache(self) -> None:
-        self._cached_weight = self._cache_key = None
+        """Drops the cached H: needed only after a write that no version counter sees (docs/layers.md)."""
+        self._weight_cache = None
 
-    def __setattr__(self, name, value):
-        if name in FACTORS:
-            if isinstance(value, nn.Parameter) and not isinstance(value, FactorParameter):
-                value.__class__ = FactorParameter  # e.g. layer.S = nn.Parameter(...): its .data writes count too
-            self.clear_cache()
-        super().__setattr__(name, value)
-
+    # The key sees what these change; dropping the cache here frees H's memory at once, and the
+    # train()/eval() switch is what keeps a usual training loop safe from the writes that no
+    # version counter sees (fairseq's optimizers, fused kernels: docs/layers.md).
     def train(self, mode: bool = True):
         self.clear_cache()
         return super().train(mode)
@@ -303,6 +280,10 @@ class PHMLinear(nn.Module):
     def _load_from_state_dict(self, *args, **kwargs):
         self.clear_cache()
         return super()._load_from_state_dict(*args, **kwargs)
+
+    def __getstate__(self):
+        # copies (copy.deepcopy, torch.save of the module) start with no cache
+        return {**super().__getstate__(), "_weight_cache": None}
 
     def to_dense(self) -> nn.Linear:
         """An equivalent ``nn.Linear`` holding H, e.g. to run the model in stock fairseq."""
@@ -332,7 +313,8 @@ class PHMLinear(nn.Module):
         return (
             f"in_features={self.in_features}, out_features={self.out_features}, n={self.n}, "
             f"rule={rule}, {f'rank={self.rank}, ' if self.rank is not None else ''}bias={self.bias is not None}, "
-            f"params={params:,} ({params / self.dense_parameter_count:.3f}x dense)"
+            f"params={params:,}"
+            + (f" ({params / self.dense_parameter_count:.3f}x dense)" if self.dense_parameter_count else "")
         )
 
 
@@ -361,7 +343,7 @@ class QuaternionLinear(PHMLinear):
             # W = |W| (cos theta + u sin theta): |W| ~ sigma * chi(4), theta ~ U(-pi, pi),
             # u a uniform random unit pure quaternion. E|W|^2 = 4 sigma^2 spread over 4
             # components gives every entry of H the xavier variance 2 gain^2 / (in + out).
-            sigma = self.gain / math.sqrt(2.0 * (self.in_features + self.out_features) / 4)
+            sigma = self.gain / math.sqrt(max(self.in_features + self.out_features, 1) / 2)
             shape = self.S.shape[1:]
             like = {"device": self.S.device, "dtype": self.S.dtype}
             modulus = sigma * torch.randn(4, *shape, **like).norm(dim=0)
