@@ -5,6 +5,8 @@ import json
 import shlex
 from pathlib import Path
 
+from phm_fairseq.tasks.classification import read_lines  # the plugin's reader of text lines (split on \n only)
+
 from . import commands
 from .commands import options
 from .config import fill
@@ -13,14 +15,6 @@ from .results import Evaluation
 
 class EvaluationFailed(RuntimeError):
     pass
-
-
-def read_lines(path: Path) -> list:
-    """The lines of a text file, split on "\\n" only (a U+2028 or a form feed inside a line is
-    part of it, as it is for fairseq-preprocess); a missing final newline is fine."""
-    text = Path(path).read_text(encoding="utf-8")
-    lines = text.split("\n")
-    return lines[:-1] if lines[-1] == "" else lines
 
 
 def generated(stdout: str) -> dict:

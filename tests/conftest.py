@@ -1,7 +1,9 @@
 import os
+import re
 from pathlib import Path
 
 import pytest
+import torch
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -130,3 +132,88 @@ def multi30k_slice(tmp_path_factory) -> Path:
                 lines = [line.lower().replace(".", " .").replace(",", " ,") for line in f.read().splitlines()[:size]]
             (root / f"{split}.{lang}").write_text("\n".join(lines) + "\n")
     return fairseq_preprocess(root, "en", "de", "--thresholdsrc", "2")
+
+
+# --- helpers of several test files ----------------------------------------------------------
+
+PLUGIN = str(REPO / "phm_fairseq")  # fairseq's --user-dir
+# the tiny Transformer of conftest.TINY as fairseq-train flags
+TINY_FLAGS = [arg for key, value in TINY.items() for arg in (f"--{key}", str(value))]
+TRAINING = [
+    "--user-dir",
+    PLUGIN,
+    *NO_PREFETCH_THREAD,
+    "--optimizer",
+    "adam",
+    "--lr",
+    "0.005",
+    "--lr-scheduler",
+    "inverse_sqrt",
+    "--warmup-updates",
+    "50",
+    "--criterion",
+    "label_smoothed_cross_entropy",
+    "--label-smoothing",
+    "0.1",
+    "--max-tokens",
+    "2048",
+    "--share-all-embeddings",
+    "--dropout",
+    "0.0",
+    "--no-progress-bar",
+    "--log-format",
+    "simple",
+    "--log-interval",
+    "20",
+    "--seed",
+    "1",
+    "--no-epoch-checkpoints",
+]
+
+
+def train(data, save_dir, *extra, check=True):
+    return run_command(
+        console("fairseq-train"), data, "--save-dir", save_dir, *TRAINING, *TINY_FLAGS, *extra, check=check
+    )
+
+
+def losses(log: str, tag="train_inner") -> list:
+    return [float(m) for m in re.findall(rf"\| {tag} \|.*?loss[= ]([\d.]+)", log)]
+
+
+def hypotheses(log: str) -> dict:
+    return {int(i): text for i, _, text in re.findall(r"^H-(\d+)\t(\S+)\t(.*)$", log, flags=re.M)}
+
+
+def transformer_body(d, f, layers, n=1, fused=True, phm_ffn=True, quaternion=False, rank=None, shared_rules=None):
+    """Parameters of encoder + decoder layers (no embeddings): weights k*d/n (rank R: R*(k+d)) + n^3
+    per PHM layer, or n^3 once per shared rule (``shared_rules`` of them) instead."""
+
+    def linear(i, o):
+        if quaternion:
+            return i * o // 4 + o
+        weights = i * o // n if rank is None else rank * (i + o)
+        return weights + (n**3 if n > 1 and shared_rules is None else 0) + o
+
+    ffn = (linear(d, f) + linear(f, d)) if phm_ffn else (d * f + f + f * d + d)
+    self_attention = (linear(d, 3 * d) if fused else 3 * linear(d, d)) + linear(d, d)
+    cross_attention = 4 * linear(d, d)
+    encoder = self_attention + ffn + 2 * 2 * d
+    decoder = self_attention + cross_attention + ffn + 3 * 2 * d
+    return layers * (encoder + decoder) + (shared_rules or 0) * n**3
+
+
+def hamilton_product_eq_2_2(W, x):
+    """W (x) x written out per eq. 2.2 of Zhang et al.; components are matrices and vectors."""
+    Qr, Qx, Qy, Qz = W
+    Pr, Px, Py, Pz = x.chunk(4, dim=-1)
+    mm = lambda Q, P: P @ Q.T  # noqa: E731  (batched row vectors, nn.Linear layout)
+    return torch.cat(
+        [
+            mm(Qr, Pr) - mm(Qx, Px) - mm(Qy, Py) - mm(Qz, Pz),
+            mm(Qx, Pr) + mm(Qr, Px) - mm(Qz, Py) + mm(Qy, Pz),
+            mm(Qy, Pr) + mm(Qz, Px) + mm(Qr, Py) - mm(Qx, Pz),
+            mm(Qz, Pr) - mm(Qy, Px) + mm(Qx, Py) + mm(Qr, Pz),
+        ],
+        dim=-1,
+    )

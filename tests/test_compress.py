@@ -9,8 +9,17 @@ import re
 
 import pytest
 import torch
-from conftest import classes_in_checkpoint, console, fairseq_generate, run_command
-from test_translation import TINY, hypotheses, losses, train, transformer_body
+from conftest import (
+    TINY_FLAGS,
+    classes_in_checkpoint,
+    console,
+    fairseq_generate,
+    hypotheses,
+    losses,
+    run_command,
+    train,
+    transformer_body,
+)
 
 from phm_fairseq.cli import compress as compress_cli
 from phm_fairseq.modules import (
@@ -228,7 +237,7 @@ def test_bad_input_is_refused():
 
 # --- phm-compress on tiny trained checkpoints ------------------------------------------------
 
-TINY_SIZES = dict(zip(TINY[::2], TINY[1::2]))  # the sizes as flags: phm-compress must be told them
+TINY_SIZES = dict(zip(TINY_FLAGS[::2], TINY_FLAGS[1::2]))  # the sizes as flags: phm-compress must be told them
 
 
 def phm_compress(*argv):
@@ -243,7 +252,7 @@ def phm_compress(*argv):
 
 
 def compressed(dense, out, *flags):
-    code, stdout, stderr = phm_compress(dense, "--out", out, *TINY, *flags, "--json")
+    code, stdout, stderr = phm_compress(dense, "--out", out, *TINY_FLAGS, *flags, "--json")
     assert code == 0, stderr[-3000:]
     return json.loads(stdout.strip().splitlines()[-1])
 
@@ -413,7 +422,7 @@ def test_the_command_prints_the_table_and_the_fine_tuning_flags(dense_twin, tmp_
         "quaternion_transformer_demo",
         "--qkv-projection",
         "fused",
-        *TINY,
+        *TINY_FLAGS,
         "--out",
         tmp_path / "quaternion.pt",
     )
@@ -422,7 +431,7 @@ def test_the_command_prints_the_table_and_the_fine_tuning_flags(dense_twin, tmp_
     quaternion_body = transformer_body(32, 64, 1, quaternion=True)
     assert re.search(rf"without embeddings\s+21,376\s+{quaternion_body:,}\s", table), table
     flags = re.search(r"fairseq-train command with (.*) \(and --user-dir", table).group(1).split()
-    expected = ["--arch", "quaternion_transformer_demo", "--qkv-projection", "fused", *TINY]
+    expected = ["--arch", "quaternion_transformer_demo", "--qkv-projection", "fused", *TINY_FLAGS]
     assert dict(zip(flags[::2], flags[1::2])) == dict(zip(expected[::2], expected[1::2])), table
     assert (tmp_path / "quaternion.pt").is_file()
 
@@ -507,7 +516,7 @@ def test_a_checkpoint_of_another_task_or_model_is_refused(dense_twin, phm_twins,
         "phm_transformer_demo",
         "--out",
         out,
-        *TINY,
+        *TINY_FLAGS,
         message=r"holds a model for task 'nli' \(arch 'phm_lstm_nli'\); phm-compress compresses translation",
         out=out,
     )
@@ -517,7 +526,7 @@ def test_a_checkpoint_of_another_task_or_model_is_refused(dense_twin, phm_twins,
         "phm_transformer_demo",
         "--out",
         out,
-        *TINY,
+        *TINY_FLAGS,
         message=r"holds a '\w+' model \(arch 'phm_transformer_demo'\); phm-compress takes a dense Transformer: "
         r"the plugin's dense twin \(transformer_twin_\*\) or fairseq's transformer",
         out=out,
@@ -544,7 +553,7 @@ def test_other_sizes_are_refused_with_both_and_the_matching_architecture(dense_t
         "phm_transformer_demo",
         "--out",
         out,
-        *TINY[:-2],
+        *TINY_FLAGS[:-2],
         "--decoder-attention-heads",
         "4",
         message=r"--decoder-attention-heads 2 against 4\.",
@@ -581,14 +590,16 @@ def test_bad_flags_are_refused(dense_twin, tmp_path):
         (["--arch", "no_such_arch"], r"--arch no_such_arch is not a translation Transformer architecture"),
         (["--arch", "phm_transformer_classifier"], r"phm_transformer_classifier is not a translation Transformer"),
     ]:
-        refused(dense_twin, *flags, "--out", out, *TINY, message=message, out=out)
+        refused(dense_twin, *flags, "--out", out, *TINY_FLAGS, message=message, out=out)
 
 
 @pytest.mark.slow
 def test_existing_output_and_moved_data(dense_twin, copy_task, tmp_path):
     out = tmp_path / "phm.pt"
     out.write_bytes(b"keep me")
-    refused(dense_twin, "--arch", "phm_transformer_demo", "--out", out, *TINY, message=r"phm.pt exists: pass --force")
+    refused(
+        dense_twin, "--arch", "phm_transformer_demo", "--out", out, *TINY_FLAGS, message=r"phm.pt exists: pass --force"
+    )
     assert out.read_bytes() == b"keep me"
     refused(
         dense_twin,
@@ -597,7 +608,7 @@ def test_existing_output_and_moved_data(dense_twin, copy_task, tmp_path):
         "--out",
         dense_twin,
         "--force",
-        *TINY,
+        *TINY_FLAGS,
         message=r"is the dense checkpoint itself",
     )
     state = torch.load(dense_twin, weights_only=True)
@@ -610,7 +621,7 @@ def test_existing_output_and_moved_data(dense_twin, copy_task, tmp_path):
         "phm_transformer_demo",
         "--out",
         out,
-        *TINY,
+        *TINY_FLAGS,
         message=r"data directory '.*moved' does not exist here: pass --data DIR",
         out=out,
     )
@@ -620,7 +631,7 @@ def test_existing_output_and_moved_data(dense_twin, copy_task, tmp_path):
         "phm_transformer_demo",
         "--out",
         out,
-        *TINY,
+        *TINY_FLAGS,
         "--data",
         tmp_path / "gone",
         message=r"--data .*gone: no such directory",
@@ -639,7 +650,7 @@ def build(copy_task, *flags):
     from fairseq import options, tasks
 
     args = options.parse_args_and_arch(
-        options.get_training_parser(), input_args=[str(copy_task), "--task", "translation", *TINY, *flags]
+        options.get_training_parser(), input_args=[str(copy_task), "--task", "translation", *TINY_FLAGS, *flags]
     )
     task = tasks.setup_task(args)
     return task.build_model(args).eval(), task
@@ -719,7 +730,7 @@ def test_an_output_path_that_cannot_be_written_is_refused_before_the_work(dense_
     """Checked before anything is read or compressed; nothing is left behind, not even a hidden .partial."""
     monkeypatch.chdir(tmp_path)
     (tmp_path / "file").write_text("")
-    flags = ("--arch", "phm_transformer_demo", *TINY)
+    flags = ("--arch", "phm_transformer_demo", *TINY_FLAGS)
     for out, message in [
         ("", r"--out '': name the file to write"),
         ("absent/", r"--out 'absent/': name the file to write"),

@@ -2,7 +2,7 @@
 
 import pytest
 import torch
-from test_phm_linear import hamilton_product_eq_2_2
+from conftest import hamilton_product_eq_2_2
 from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 

@@ -62,11 +62,8 @@ ARCHITECTURES_ON_MAIN = {  # fairseq's ARCH_MODEL_REGISTRY on main (1686f26), th
 }
 
 
-def test_every_architecture_name_is_still_registered_and_named_in_the_source():
+def test_every_architecture_name_is_still_registered():
     from fairseq.models import ARCH_MODEL_REGISTRY
 
-    plugin = Path(phm_fairseq.__file__).parent
     ours = {arch for arch, model in ARCH_MODEL_REGISTRY.items() if model.__module__.startswith("phm_fairseq.")}
     assert ours == ARCHITECTURES_ON_MAIN
-    source = "".join(path.read_text() for path in (plugin / "models").glob("*.py"))
-    assert all(f'"{arch}"' in source for arch in ours), "grep finds every architecture"

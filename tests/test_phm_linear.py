@@ -6,6 +6,7 @@ import warnings
 
 import pytest
 import torch
+from conftest import hamilton_product_eq_2_2
 from torch import nn
 
 from phm_fairseq.modules import (
@@ -48,22 +49,6 @@ def test_n1_equals_nn_linear_with_the_same_weight():
         phm.bias.copy_(dense.bias)
     x = torch.randn(3, 7, 6)
     torch.testing.assert_close(phm(x), dense(x), rtol=0, atol=0)
-
-
-def hamilton_product_eq_2_2(W, x):
-    """W (x) x written out per eq. 2.2 of Zhang et al.; components are matrices and vectors."""
-    Qr, Qx, Qy, Qz = W
-    Pr, Px, Py, Pz = x.chunk(4, dim=-1)
-    mm = lambda Q, P: P @ Q.T  # noqa: E731  (batched row vectors, nn.Linear layout)
-    return torch.cat(
-        [
-            mm(Qr, Pr) - mm(Qx, Px) - mm(Qy, Py) - mm(Qz, Pz),
-            mm(Qx, Pr) + mm(Qr, Px) - mm(Qz, Py) + mm(Qy, Pz),
-            mm(Qy, Pr) + mm(Qz, Px) + mm(Qr, Py) - mm(Qx, Pz),
-            mm(Qz, Pr) - mm(Qy, Px) + mm(Qx, Py) + mm(Qr, Pz),
-        ],
-        dim=-1,
-    )
 
 
 @pytest.mark.parametrize(

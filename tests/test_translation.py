@@ -7,47 +7,25 @@ import re
 import subprocess
 import sys
 
-import conftest
 import pytest
 import torch
-from conftest import NO_PREFETCH_THREAD, classes_in_checkpoint, console, fairseq_generate, run_command
+from conftest import (
+    NO_PREFETCH_THREAD,
+    PLUGIN,
+    TINY_FLAGS,
+    TRAINING,
+    classes_in_checkpoint,
+    console,
+    fairseq_generate,
+    hypotheses,
+    losses,
+    run_command,
+    train,
+    transformer_body,
+)
 
-import phm_fairseq
 from phm_fairseq.models.export import densify
 
-PLUGIN = str(phm_fairseq.__path__[0])
-# the tiny Transformer of conftest.TINY as fairseq-train flags
-TINY = [arg for key, value in conftest.TINY.items() for arg in (f"--{key}", str(value))]
-TRAINING = [
-    "--user-dir",
-    PLUGIN,
-    *NO_PREFETCH_THREAD,
-    "--optimizer",
-    "adam",
-    "--lr",
-    "0.005",
-    "--lr-scheduler",
-    "inverse_sqrt",
-    "--warmup-updates",
-    "50",
-    "--criterion",
-    "label_smoothed_cross_entropy",
-    "--label-smoothing",
-    "0.1",
-    "--max-tokens",
-    "2048",
-    "--share-all-embeddings",
-    "--dropout",
-    "0.0",
-    "--no-progress-bar",
-    "--log-format",
-    "simple",
-    "--log-interval",
-    "20",
-    "--seed",
-    "1",
-    "--no-epoch-checkpoints",
-]
 ARCHS = {
     "phm-n4-fused": ["--arch", "phm_transformer_demo", "--phm-n", "4"],
     "phm-n2-algebra-separate": [
@@ -79,18 +57,6 @@ ARCHS = {
         "600",
     ],
 }
-
-
-def train(data, save_dir, *extra, check=True):
-    return run_command(console("fairseq-train"), data, "--save-dir", save_dir, *TRAINING, *TINY, *extra, check=check)
-
-
-def losses(log: str, tag="train_inner") -> list:
-    return [float(m) for m in re.findall(rf"\| {tag} \|.*?loss[= ]([\d.]+)", log)]
-
-
-def hypotheses(log: str) -> dict:
-    return {int(i): text for i, _, text in re.findall(r"^H-(\d+)\t(\S+)\t(.*)$", log, flags=re.M)}
 
 
 @pytest.fixture(scope="module", params=list(ARCHS))
@@ -484,24 +450,6 @@ def test_quaternion_attention_needs_heads_that_split_components(copy_task, tmp_p
 # --- parameter counts against the formula ------------------------------------------------------
 
 
-def transformer_body(d, f, layers, n=1, fused=True, phm_ffn=True, quaternion=False, rank=None, shared_rules=None):
-    """Parameters of encoder + decoder layers (no embeddings): weights k*d/n (rank R: R*(k+d)) + n^3
-    per PHM layer, or n^3 once per shared rule (``shared_rules`` of them) instead."""
-
-    def linear(i, o):
-        if quaternion:
-            return i * o // 4 + o
-        weights = i * o // n if rank is None else rank * (i + o)
-        return weights + (n**3 if n > 1 and shared_rules is None else 0) + o
-
-    ffn = (linear(d, f) + linear(f, d)) if phm_ffn else (d * f + f + f * d + d)
-    self_attention = (linear(d, 3 * d) if fused else 3 * linear(d, d)) + linear(d, d)
-    cross_attention = 4 * linear(d, d)
-    encoder = self_attention + ffn + 2 * 2 * d
-    decoder = self_attention + cross_attention + ffn + 3 * 2 * d
-    return layers * (encoder + decoder) + (shared_rules or 0) * n**3
-
-
 @pytest.mark.parametrize(
     "arch,flags,expected",
     [
@@ -580,7 +528,7 @@ def test_two_process_gloo_training(copy_task, tmp_path):
         "--save-dir",
         tmp_path,
         *TRAINING,
-        *TINY,
+        *TINY_FLAGS,
         *ARCHS["phm-n4-fused"],
         "--max-update",
         "20",
