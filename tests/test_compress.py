@@ -5,6 +5,7 @@ import contextlib
 import io
 import json
 import math
+import os
 import re
 
 import pytest
@@ -493,6 +494,17 @@ def test_a_missing_or_foreign_file_is_refused(tmp_path):
     refused(tmp_path / "text.pt", *args, message=r"text.pt: not a checkpoint that can be loaded safely", out=out)
     torch.save({"weights": torch.zeros(3)}, tmp_path / "tensors.pt")
     refused(tmp_path / "tensors.pt", *args, message=r"not a fairseq training checkpoint", out=out)
+
+
+def test_an_out_that_cannot_be_written_is_refused_before_the_work(tmp_path):
+    (tmp_path / "file").write_text("")
+    for out, message in [
+        ("", r"--out is empty: name the checkpoint file to write"),
+        (f"{tmp_path}/new/", r"new/ is a directory: name the checkpoint file to write"),
+        (tmp_path / "file" / "phm.pt", r"file is a file, not a directory"),
+    ]:
+        refused(tmp_path / "nowhere.pt", "--arch", "phm_transformer_demo", "--out", out, message=message)
+    assert os.listdir(tmp_path) == ["file"]
 
 
 @pytest.mark.slow

@@ -31,6 +31,13 @@ import torch
 
 import phm_fairseq  # noqa: F401  (registers the plugin's models; safe checkpoint loading)
 from phm_fairseq.checkpoints import mark_plugin_checkpoint
+from phm_fairseq.cli.checkpoint_files import (
+    RefusedInput,
+    check_out,
+    config_value,
+    read_training_checkpoint,
+    written_in_place,
+)
 from phm_fairseq.models.compress import CompressionError, compress_into, total_relative_error
 from phm_fairseq.modules import RULES, count_parameters
 
@@ -172,36 +179,17 @@ def check_target(args) -> dict:
     return given
 
 
-def _get(config, key):
-    """A key of a fairseq configuration section (dict, DictConfig or Namespace)."""
-    if config is None:
-        return None
-    return config.get(key) if hasattr(config, "get") else getattr(config, key, None)
-
-
 def read_checkpoint(path: str, data):
     """The checkpoint's state (fairseq's upgraded form), once it is known to be a dense translation Transformer."""
-    from fairseq import checkpoint_utils, tasks
+    from fairseq import tasks
     from fairseq.models import ARCH_MODEL_NAME_REGISTRY
     from fairseq.tasks.translation import TranslationTask
 
-    if not os.path.isfile(path):
-        raise CompressionError(f"{path}: no such checkpoint file")
-    try:
-        raw = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as error:  # not a torch file, or one that needs unsafe unpickling
-        raise CompressionError(
-            f"{path}: not a checkpoint that can be loaded safely ({type(error).__name__}: "
-            f"{str(error).splitlines()[0] if str(error) else ''})"
-        ) from None
-    if not isinstance(raw, dict) or "model" not in raw or (raw.get("cfg") is None and raw.get("args") is None):
-        raise CompressionError(f"{path}: not a fairseq training checkpoint (it has no model and configuration)")
-    del raw
-    state = checkpoint_utils.load_checkpoint_to_cpu(path, arg_overrides={"data": data} if data else None)
+    state = read_training_checkpoint(path, data)
     cfg = state["cfg"]
-    task_name = _get(cfg.task, "_name") or _get(cfg.task, "task")
+    task_name = config_value(cfg.task, "_name") or config_value(cfg.task, "task")
     model_cfg = cfg.model
-    arch = _get(model_cfg, "arch") or _get(model_cfg, "_name")
+    arch = config_value(model_cfg, "arch") or config_value(model_cfg, "_name")
     task = tasks.TASK_REGISTRY.get(task_name)
     if task is None or not issubclass(task, TranslationTask):
         raise CompressionError(
@@ -268,18 +256,12 @@ def compress(args, progress=True) -> dict:
     from tqdm import tqdm
 
     given = check_target(args)
-    if os.path.isdir(args.out):
-        raise CompressionError(f"--out {args.out} is a directory: name the checkpoint file to write")
-    if os.path.exists(args.out):
-        if not args.force:
-            raise CompressionError(f"--out {args.out} exists: pass --force to overwrite it")
-        if os.path.exists(args.checkpoint) and os.path.samefile(args.out, args.checkpoint):
-            raise CompressionError(f"--out {args.out} is the dense checkpoint itself: write elsewhere")
+    check_out(args.out, force=args.force, inputs={args.checkpoint: "the dense checkpoint"})
     state = read_checkpoint(args.checkpoint, args.data)
     cfg = state["cfg"]
     dense_args = cfg.model
     check_sizes(args.checkpoint, dense_args, args.arch, given)
-    data = args.data or _get(cfg.task, "data")
+    data = args.data or config_value(cfg.task, "data")
     if not data or not os.path.isdir(str(data).split(os.pathsep)[0]):
         raise CompressionError(
             f"--data {data}: no such directory"
@@ -331,11 +313,8 @@ def compress(args, progress=True) -> dict:
         "phm_compress": {key: value for key, value in report.items() if key != "out"},
     }
     checkpoint["cfg"]["task"]["data"] = data
-    directory = os.path.dirname(os.path.abspath(args.out))
-    os.makedirs(directory, exist_ok=True)
-    partial = os.path.join(directory, f".{os.path.basename(args.out)}.partial")
-    torch.save(checkpoint, partial)
-    os.replace(partial, args.out)  # never a half-written checkpoint under --out
+    with written_in_place(args.out) as path:
+        torch.save(checkpoint, path)
     return report
 
 
@@ -375,7 +354,7 @@ def main(argv=None):
     warnings.filterwarnings("ignore", message=".pin_memory. argument is set as true but no accelerator")
     try:
         report = compress(args, progress=not args.json)
-    except CompressionError as error:
+    except (CompressionError, RefusedInput) as error:
         print(f"phm-compress: error: {error}", file=sys.stderr)
         return 2
     print(json.dumps(report) if args.json else format_report(report))
