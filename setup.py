@@ -45,7 +45,11 @@ setup(
         # fairseq's --tensorboard-logdir (without it fairseq asks for it on every command)
         "tensorboardX",
     ],
-    extras_require={"test": ["pytest", "ruff"]},
+    extras_require={
+        # phm-export --format ctranslate2 (CPU wheels on PyPI); the tests convert a tiny model
+        "export": ["ctranslate2"],
+        "test": ["pytest", "ruff", "ctranslate2"],
+    },
     entry_points={
         "console_scripts": [
             "phm-params = phm_fairseq.cli.params:main",
@@ -53,6 +57,7 @@ setup(
             "phm-run = phm_fairseq.cli.run:main",
             "phm-collect = phm_fairseq.cli.collect:main",
             "phm-compress = phm_fairseq.cli.compress:main",
+            "phm-export = phm_fairseq.cli.export:main",
         ]
     },
     classifiers=[

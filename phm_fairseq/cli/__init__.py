@@ -1,4 +1,4 @@
-"""The plugin's console commands (phm-params, phm-run, phm-collect, phm-evaluate)."""
+"""The plugin's console commands (phm-params, phm-run, phm-collect, phm-evaluate, phm-compress, phm-export)."""
 
 import logging
 
