@@ -2,6 +2,7 @@
 and as a CTranslate2 model; the hub interface with and without the plugin."""
 
 import contextlib
+import copy
 import gzip
 import io
 import json
@@ -16,7 +17,7 @@ from pathlib import Path
 import pytest
 import torch
 from conftest import REPO, console, fairseq_generate, run_command
-from test_translation import ARCHS, hypotheses, train
+from test_translation import ARCHS, TINY, hypotheses, train
 
 import phm_fairseq
 from phm_fairseq.cli import export as export_cli
@@ -202,6 +203,42 @@ def test_stock_fairseq_without_the_plugin_translates_as_the_phm_checkpoint(phm, 
         input=sentences, capture_output=True, text=True, timeout=600,
     ).stdout  # fmt: skip
     assert len(hypotheses(stock)) == 20 and hypotheses(stock) == hypotheses(theirs)
+
+
+EXPORTABLE = {
+    **{name: flags for name, flags in ARCHS.items() if name != "quaternion-attention"},
+    "quaternion": ["--arch", "quaternion_transformer_demo"],
+}
+
+
+@pytest.mark.parametrize("name", list(EXPORTABLE))
+def test_every_kind_of_model_loads_strictly_into_fairseqs_transformer_and_computes_the_same(copy_task, name):
+    from fairseq import options, tasks
+    from fairseq.models.transformer import TransformerModel
+
+    from phm_fairseq.models.export import densify, stock_transformer_args
+
+    argv = [str(copy_task), "--task", "translation", "--share-all-embeddings", *TINY, *EXPORTABLE[name]]
+    args = options.parse_args_and_arch(options.get_training_parser(), input_args=argv)
+    task = tasks.setup_task(args)
+    model = task.build_model(args).eval()
+    stock = TransformerModel.build_model(stock_transformer_args(args), task).eval()
+    stock.load_state_dict(densify(copy.deepcopy(model)).state_dict(), strict=True)
+    task.load_dataset("test")
+    batch = task.dataset("test").collater([task.dataset("test")[i] for i in range(8)])["net_input"]
+    with torch.no_grad():
+        torch.testing.assert_close(stock(**batch)[0], model(**batch)[0], rtol=1e-5, atol=1e-5)
+
+
+def test_quaternion_attention_has_no_stock_counterpart(copy_task):
+    from fairseq import options
+
+    from phm_fairseq.models.export import stock_transformer_args
+
+    argv = [str(copy_task), "--task", "translation", *ARCHS["quaternion-attention"]]
+    args = options.parse_args_and_arch(options.get_training_parser(), input_args=argv)
+    with pytest.raises(ValueError, match=r"quaternion attention .* has no counterpart in fairseq's transformer"):
+        stock_transformer_args(args)
 
 
 def test_a_process_without_the_plugin_cannot_import_it(tmp_path):
