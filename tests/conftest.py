@@ -1,4 +1,6 @@
+import math
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -82,6 +84,18 @@ def fairseq_generate(data: Path, checkpoint: Path, *extra, check=True):
         *extra,
         check=check,
     )
+
+
+def assert_trained_in_half_precision(log: str, fall: float) -> None:
+    """The log of fairseq-train --memory-efficient-fp16: the loss scaler at work (loss_scale in every logged
+    step), finite losses that fell below ``fall`` x the first, and no overflow loop (each overflow skips a
+    step and halves the scale: a few while it settles at most, and never fairseq's minimum scale)."""
+    steps = re.findall(r"\| train_inner \|.*?loss=([^,]+),.*?loss_scale=([^,]+),", log)
+    assert len(steps) >= 2, f"no half-precision training steps logged:\n{log[-3000:]}"
+    losses = [float(loss) for loss, _scale in steps]
+    assert all(map(math.isfinite, losses)) and losses[-1] < fall * losses[0], losses
+    overflows = log.count("gradient overflow detected")
+    assert overflows <= 3 and "Minimum loss scale reached" not in log, f"{overflows} overflows: {steps}"
 
 
 @pytest.fixture(scope="session")
