@@ -57,8 +57,10 @@ class Commands:
     """Runs commands (from the repository root, with the benchmark's threads) and records them for the report."""
 
     def __init__(self, threads: int):
-        self.env = {**os.environ, "OMP_NUM_THREADS": str(threads)}
         self.bin = Path(sys.executable).parent
+        # data-prep finds sacremoses, subword-nmt and fairseq-preprocess on PATH: this environment's
+        path = f"{self.bin}{os.pathsep}{os.environ['PATH']}"
+        self.env = {**os.environ, "OMP_NUM_THREADS": str(threads), "PATH": path}
         self.log = []
 
     def __call__(self, *argv, record=True, done=False):

@@ -46,11 +46,11 @@ def console(name: str) -> str:
     return str(beside) if beside.exists() else name
 
 
-def run_command(*args, check=True, timeout=600):
+def run_command(*args, check=True, timeout=600, env=None):
     """Runs a command; on failure shows its output, which is what explains the failure."""
     import subprocess
 
-    result = subprocess.run([str(a) for a in args], capture_output=True, text=True, timeout=timeout)
+    result = subprocess.run([str(a) for a in args], capture_output=True, text=True, timeout=timeout, env=env)
     if check and result.returncode:
         command = " ".join(map(str, args))
         raise AssertionError(
