@@ -40,6 +40,20 @@ def read_training_checkpoint(path: str, data=None) -> dict:
     return checkpoint_utils.load_checkpoint_to_cpu(path, arg_overrides={"data": data} if data else None)
 
 
+def data_directory(cfg, given=None) -> str:
+    """The binarized data that the checkpoint's dictionaries are read from: ``given`` (--data, if it moved
+    since training) or the checkpoint's own, once it exists."""
+    data = given or config_value(cfg.task, "data")
+    if not data or not os.path.isdir(str(data).split(os.pathsep)[0]):
+        raise RefusedInput(
+            f"--data {data}: no such directory"
+            if given
+            else f"the checkpoint's data directory {data!r} does not exist here: pass --data DIR, the binarized data "
+            f"(fairseq-preprocess's output) that the model was trained on"
+        )
+    return data
+
+
 def check_out(out: str, *, force: bool, inputs: dict, directory: bool = False) -> None:
     """Refuses, before any work, an --out that cannot be written or that would be overwritten without
     --force. ``inputs``: {path: what it is} of the command's input files, never to be overwritten;

@@ -35,6 +35,7 @@ from phm_fairseq.cli.checkpoint_files import (
     RefusedInput,
     check_out,
     config_value,
+    data_directory,
     read_training_checkpoint,
     written_in_place,
 )
@@ -261,14 +262,7 @@ def compress(args, progress=True) -> dict:
     cfg = state["cfg"]
     dense_args = cfg.model
     check_sizes(args.checkpoint, dense_args, args.arch, given)
-    data = args.data or config_value(cfg.task, "data")
-    if not data or not os.path.isdir(str(data).split(os.pathsep)[0]):
-        raise CompressionError(
-            f"--data {data}: no such directory"
-            if args.data
-            else f"the checkpoint's data directory {data!r} does not exist here: pass --data DIR, the binarized data "
-            f"(fairseq-preprocess's output) that the model was trained on"
-        )
+    data = data_directory(cfg, args.data)
     try:
         models, cfg, task = checkpoint_utils.load_model_ensemble_and_task([args.checkpoint], state=state)
     except (RuntimeError, FileNotFoundError) as error:  # e.g. the dictionaries of another data directory

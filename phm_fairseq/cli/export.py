@@ -36,6 +36,7 @@ from phm_fairseq.cli.checkpoint_files import (
     RefusedInput,
     check_out,
     config_value,
+    data_directory,
     read_training_checkpoint,
     written_in_place,
 )
@@ -169,10 +170,8 @@ def to_ctranslate2(checkpoint: dict, data: str, out: str, quantization: str) -> 
     with tempfile.TemporaryDirectory(prefix="phm-export.") as work:
         path = os.path.join(work, "checkpoint.pt")
         torch.save({**checkpoint, "cfg": {**checkpoint["cfg"], "model": argparse.Namespace(**args)}}, path)
-        converter = FairseqConverter(
-            path, data, source_lang=args["source_lang"], target_lang=args["target_lang"], unsafe_deserialization=True
-        )
-        converter.convert(out, quantization=quantization)
+        languages = {"source_lang": args.get("source_lang"), "target_lang": args.get("target_lang")}
+        FairseqConverter(path, data, **languages, unsafe_deserialization=True).convert(out, quantization=quantization)
 
 
 def disk_bytes(path: str) -> int:
@@ -196,14 +195,7 @@ def export(args) -> dict:
             raise RefusedInput(CTRANSLATE2_MISSING) from None
     state = read_training_checkpoint(args.checkpoint, args.data)
     model_args = exportable_model_args(args.checkpoint, state)
-    data = args.data or config_value(state["cfg"].task, "data")
-    if not data or not os.path.isdir(str(data).split(os.pathsep)[0]):
-        raise RefusedInput(
-            f"--data {data}: no such directory"
-            if args.data
-            else f"the checkpoint's data directory {data!r} does not exist here: pass --data DIR, the binarized data "
-            f"(fairseq-preprocess's output) that the model was trained on"
-        )
+    data = data_directory(state["cfg"], args.data)
     try:
         models, _cfg, _task = checkpoint_utils.load_model_ensemble_and_task([args.checkpoint], state=state)
     except (RuntimeError, FileNotFoundError) as error:  # e.g. the dictionaries of another data directory
