@@ -46,6 +46,7 @@ bench: install
 	$(PY) -m benchmarks.bench_factored
 	$(PY) -m benchmarks.bench_translation
 	$(PY) -m benchmarks.bench_decoding
+	$(PY) -m benchmarks.bench_export
 
 bench-lstm: install
 	$(PY) -m benchmarks.bench_lstm

@@ -49,7 +49,9 @@ setup(
     ],
     extras_require={
         "experiments": EXPERIMENTS,
-        "test": ["pytest", "ruff", *EXPERIMENTS],
+        # phm-export --format ctranslate2 (CPU wheels on PyPI); the tests convert a tiny model
+        "export": ["ctranslate2"],
+        "test": ["pytest", "ruff", "ctranslate2", *EXPERIMENTS],
     },
     entry_points={
         "console_scripts": [
@@ -58,6 +60,7 @@ setup(
             "phm-run = phm_experiments.cli.run:main",
             "phm-collect = phm_experiments.cli.collect:main",
             "phm-compress = phm_fairseq.cli.compress:main",
+            "phm-export = phm_fairseq.cli.export:main",
         ]
     },
     classifiers=[

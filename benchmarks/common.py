@@ -49,10 +49,13 @@ def interleaved_ratio(fn, baseline, iters: int, rounds: int, sync=lambda: None):
     return statistics.median(fn_times), statistics.median(base_times), statistics.median(ratios)
 
 
-def write_report(name: str, title: str, env: dict, columns: list, rows: list, notes: str = "", extra=None) -> Path:
-    """results/<name>.json (everything, ``extra`` included) and results/<name>.md (a table with its provenance)."""
-    RESULTS.mkdir(exist_ok=True)
-    (RESULTS / f"{name}.json").write_text(
+def write_report(
+    name: str, title: str, env: dict, columns: list, rows: list, notes: str = "", extra=None, directory: Path = RESULTS
+) -> Path:
+    """<directory>/<name>.json (everything, ``extra`` included) and <name>.md (a table with its provenance);
+    ``directory``: results/ unless a trial run writes elsewhere."""
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / f"{name}.json").write_text(
         json.dumps({"environment": env, "rows": rows, **(extra or {})}, indent=2) + "\n"
     )
     fmt = lambda v: f"{v:.3f}" if isinstance(v, float) else str(v)  # noqa: E731
@@ -70,7 +73,7 @@ def write_report(name: str, title: str, env: dict, columns: list, rows: list, no
     ]
     if notes:
         lines += [notes.strip(), ""]
-    path = RESULTS / f"{name}.md"
+    path = directory / f"{name}.md"
     path.write_text("\n".join(lines))
     return path
 

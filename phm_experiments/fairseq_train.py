@@ -1,4 +1,5 @@
-"""fairseq-train as phm-run runs it: fairseq's own training, whose early stopping survives a resume.
+"""fairseq-train as phm-run runs it: fairseq's own training, whose early stopping survives a resume
+(and whose half-precision steps may overflow on a machine without CUDA: cpu_half_precision.py).
 
     python -m phm_experiments.fairseq_train DATA [fairseq-train options]
 
@@ -79,6 +80,9 @@ def main(argv=None) -> None:
 
     import phm_fairseq  # noqa: F401  (the plugin; --user-dir imports it again: a no-op)
 
+    from . import cpu_half_precision
+
+    cpu_half_precision.install()  # (changes nothing where there is CUDA)
     state = early_stopping_state(save_dir(argv) / "checkpoint_last.pt")
     if state is not None:  # resuming: count on from where the checkpoint stopped counting
         train.should_stop_early.best = state["best"]

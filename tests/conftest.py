@@ -1,5 +1,7 @@
+import math
 import os
 import re
+import sys
 from pathlib import Path
 
 import pytest
@@ -50,11 +52,11 @@ def console(name: str) -> str:
     return str(beside) if beside.exists() else name
 
 
-def run_command(*args, check=True, timeout=600):
+def run_command(*args, check=True, timeout=600, env=None):
     """Runs a command; on failure shows its output, which is what explains the failure."""
     import subprocess
 
-    result = subprocess.run([str(a) for a in args], capture_output=True, text=True, timeout=timeout)
+    result = subprocess.run([str(a) for a in args], capture_output=True, text=True, timeout=timeout, env=env)
     if check and result.returncode:
         command = " ".join(map(str, args))
         raise AssertionError(
@@ -102,6 +104,18 @@ def fairseq_generate(data: Path, checkpoint: Path, *extra, check=True):
         *extra,
         check=check,
     )
+
+
+def assert_trained_in_half_precision(log: str, fall: float) -> None:
+    """The log of fairseq-train --memory-efficient-fp16: the loss scaler at work (loss_scale in every logged
+    step), finite losses that fell below ``fall`` x the first, and no overflow loop (each overflow skips a
+    step and halves the scale: a few while it settles at most, and never fairseq's minimum scale)."""
+    steps = re.findall(r"\| train_inner \|.*?loss=([^,]+),.*?loss_scale=([^,]+),", log)
+    assert len(steps) >= 2, f"no half-precision training steps logged:\n{log[-3000:]}"
+    losses = [float(loss) for loss, _scale in steps]
+    assert all(map(math.isfinite, losses)) and losses[-1] < fall * losses[0], losses
+    overflows = log.count("gradient overflow detected")
+    assert overflows <= 3 and "Minimum loss scale reached" not in log, f"{overflows} overflows: {steps}"
 
 
 @pytest.fixture(scope="session")
@@ -171,10 +185,47 @@ TRAINING = [
 ]
 
 
-def train(data, save_dir, *extra, check=True):
-    return run_command(
-        console("fairseq-train"), data, "--save-dir", save_dir, *TRAINING, *TINY_FLAGS, *extra, check=check
-    )
+ARCHS = {
+    "phm-n4-fused": ["--arch", "phm_transformer_demo", "--phm-n", "4"],
+    "phm-n2-algebra-separate": [
+        "--arch",
+        "phm_transformer_demo",
+        "--phm-n",
+        "2",
+        "--phm-rule",
+        "algebra-init",
+        "--qkv-projection",
+        "separate",
+    ],
+    # four softmaxes over Hamilton-product logits learn to copy more slowly: 600 updates
+    "quaternion-attention": ["--arch", "quaternion_transformer_demo", "--quaternion-attention", "--max-update", "600"],
+    "quaternion-partial": ["--arch", "quaternion_transformer_partial_demo"],
+    "dense-twin": ["--arch", "transformer_twin_demo"],
+    # Compacter's options: one A for the whole model, rank-4 S_i (no fewer weights than full S_i in
+    # the 32->32 maps at n=4: a warning says so); it learns to copy more slowly: 600 updates
+    "phm-shared-rule-rank4": [
+        "--arch",
+        "phm_transformer_demo",
+        "--phm-n",
+        "4",
+        "--phm-shared-rule",
+        "model",
+        "--phm-rank",
+        "4",
+        "--max-update",
+        "600",
+    ],
+}
+
+
+# phm-run's fairseq-train (phm_experiments.fairseq_train), for what plain fairseq-train cannot do
+LAUNCHER = (sys.executable, "-m", "phm_experiments.fairseq_train")
+
+
+def train(data, save_dir, *extra, check=True, launcher=False):
+    """fairseq-train of the tiny Transformer with the tests' recipe (TRAINING); ``launcher``: phm-run's."""
+    program = list(LAUNCHER) if launcher else [console("fairseq-train")]
+    return run_command(*program, data, "--save-dir", save_dir, *TRAINING, *TINY_FLAGS, *extra, check=check)
 
 
 def losses(log: str, tag="train_inner") -> list:

@@ -5,6 +5,7 @@ import contextlib
 import io
 import json
 import math
+import os
 import re
 
 import pytest
@@ -503,6 +504,17 @@ def test_a_missing_or_foreign_file_is_refused(tmp_path):
     refused(tmp_path / "tensors.pt", *args, message=r"not a fairseq training checkpoint", out=out)
 
 
+def test_an_out_that_cannot_be_written_is_refused_before_the_work(tmp_path):
+    (tmp_path / "file").write_text("")
+    for out, message in [
+        ("", r"--out is empty: name the checkpoint file to write"),
+        (f"{tmp_path}/new/", r"new/ is a directory: name the checkpoint file to write"),
+        (tmp_path / "file" / "phm.pt", r"file is a file, not a directory"),
+    ]:
+        refused(tmp_path / "nowhere.pt", "--arch", "phm_transformer_demo", "--out", out, message=message)
+    assert os.listdir(tmp_path) == ["file"]
+
+
 @pytest.mark.slow
 def test_a_checkpoint_of_another_task_or_model_is_refused(dense_twin, phm_twins, tmp_path):
     out = tmp_path / "out.pt"
@@ -725,33 +737,17 @@ def test_kronecker_structure_script_rebuilds_the_initial_weights(copy_task, tmp_
     assert rows[0][3] == rows[1][3] == "nan"  # W - W0 = 0 has no relative error
 
 
-@pytest.mark.slow
-def test_an_output_path_that_cannot_be_written_is_refused_before_the_work(dense_twin, tmp_path, monkeypatch):
-    """Checked before anything is read or compressed; nothing is left behind, not even a hidden .partial."""
-    monkeypatch.chdir(tmp_path)
-    (tmp_path / "file").write_text("")
-    flags = ("--arch", "phm_transformer_demo", *TINY_FLAGS)
-    for out, message in [
-        ("", r"--out '': name the file to write"),
-        ("absent/", r"--out 'absent/': name the file to write"),
-        (str(tmp_path / "file" / "phm.pt"), r"file is a file, not a folder"),
-        (str(tmp_path / "file" / "deeper" / "phm.pt"), r"file is a file, not a folder"),
-    ]:
-        refused(dense_twin, "--out", out, *flags, message=message)
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["file"] and not list(tmp_path.parent.glob(".*.partial"))
-
-
 def test_an_interrupted_write_leaves_neither_the_file_nor_a_partial_one(tmp_path):
-    from phm_fairseq.cli.output import written_whole
+    from phm_fairseq.cli.checkpoint_files import written_in_place
 
     out = tmp_path / "models" / "phm.pt"
-    for interruption in (KeyboardInterrupt, SystemExit):  # Ctrl-C; SIGTERM, which written_whole turns into SystemExit
+    for interruption in (KeyboardInterrupt, SystemExit):  # Ctrl-C; SIGTERM, made an exit
         with pytest.raises(interruption):
-            with written_whole(str(out)) as partial:
+            with written_in_place(str(out)) as partial:
                 torch.save({"weights": torch.zeros(1000)}, partial)
                 raise interruption()
-        assert not out.exists() and list((tmp_path / "models").iterdir()) == []
-    with written_whole(str(out)) as partial:
+        assert list(tmp_path.iterdir()) == []  # neither the file nor the folder made for it
+    with written_in_place(str(out)) as partial:
         torch.save({"weights": torch.ones(3)}, partial)
     assert torch.equal(torch.load(out)["weights"], torch.ones(3)) and [p.name for p in out.parent.iterdir()] == [
         "phm.pt"
@@ -765,8 +761,8 @@ def test_sigterm_while_writing_leaves_nothing(tmp_path):
 
     program = (
         "import os, signal, sys\n"
-        "from phm_fairseq.cli.output import written_whole\n"
-        "with written_whole(sys.argv[1]) as partial:\n"
+        "from phm_fairseq.cli.checkpoint_files import written_in_place\n"
+        "with written_in_place(sys.argv[1]) as partial:\n"
         "    open(partial, 'w').write('half')\n"
         "    os.kill(os.getpid(), signal.SIGTERM)\n"
         "    signal.pause()\n"

@@ -559,3 +559,24 @@ def test_evaluate_refuses_what_it_cannot_score(sick_data, trained, tmp_path, cap
     for argv, message in cases:
         assert phm_evaluate.main(argv) == 2
         assert message in capsys.readouterr().err, message
+
+
+@pytest.mark.slow
+def test_memory_efficient_fp16_trains_and_resumes_the_phm_lstm_on_cpu(sick_data, tmp_path):
+    """The PHM-LSTM in half precision: fairseq halves the model, torch's fused LSTM kernel runs in float16."""
+    from conftest import LAUNCHER, assert_trained_in_half_precision
+
+    data = sick_data[0]
+    # phm-run's fairseq-train, which skips an overflowing step on a CPU as fairseq does on a GPU
+    command = [*LAUNCHER, data, "--user-dir", "phm_fairseq", "--task", "nli", "--arch", "phm_lstm_nli"]
+    command += ["--phm-n", "4", *SMALL_MODEL, "--criterion", "classification", "--optimizer", "adam", "--lr", "0.003"]
+    command += ["--batch-size", "32", "--seed", "1", "--save-dir", tmp_path, "--no-epoch-checkpoints"]
+    command += ["--log-format", "simple", "--log-interval", "25", "--cpu", "--memory-efficient-fp16"]
+    out = run([*command, "--max-update", "150"])
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    assert_trained_in_half_precision(out.stdout + out.stderr, fall=0.9)
+    out = run([*command, "--max-update", "160"])
+    assert out.returncode == 0 and "Loaded checkpoint" in out.stdout + out.stderr and "num_updates 160" in out.stdout
+    out = run(["phm-evaluate", data, "--path", tmp_path / "checkpoint_last.pt", "--subset", "test", "--json"])
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert json.loads(out.stdout.strip().splitlines()[-1])["examples"] == TEST_PAIRS

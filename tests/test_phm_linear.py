@@ -422,6 +422,29 @@ def test_factored_product_under_bfloat16_autocast(kind):
     torch.testing.assert_close(cached.float(), reference.float(), atol=0.05, rtol=0.02)
 
 
+@pytest.mark.parametrize("kind", list(LAYERS))
+def test_a_halved_layer_computes_and_trains_in_float16_on_either_path(kind):
+    """fairseq's --memory-efficient-fp16 (training) and generate --fp16 halve the whole model, on CPU too;
+    an H cached in float32 before is not reused."""
+    layer = LAYERS[kind](32, 64, 4).eval()
+    x = torch.randn(5, 32)
+    with torch.no_grad():
+        reference = nn.functional.linear(x.double(), layer.build_weight().double(), layer.bias.double())
+        layer.factored_max_rows = 0
+        layer(x)  # H cached in float32
+        layer.half()
+        cached = layer(x.half())
+        layer.factored_max_rows = 10**9
+        factored = layer(x.half())
+    assert cached.dtype == factored.dtype == torch.float16
+    for out in (cached, factored):
+        torch.testing.assert_close(out.double(), reference, atol=0.01, rtol=0.01)
+    layer.train()
+    layer(x.half()).float().square().sum().backward()
+    grads = [p.grad for p in layer.parameters() if p.requires_grad]
+    assert grads and all(g.dtype == torch.float16 and torch.isfinite(g).all() for g in grads)
+
+
 def test_few_rows_take_the_factored_product_and_never_build_h(monkeypatch):
     layer = PHMLinear(64, 256, n=4).eval()
     layer.factored_max_rows = 5

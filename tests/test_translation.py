@@ -10,6 +10,7 @@ import sys
 import pytest
 import torch
 from conftest import (
+    ARCHS,
     NO_PREFETCH_THREAD,
     PLUGIN,
     TINY_FLAGS,
@@ -25,38 +26,6 @@ from conftest import (
 )
 
 from phm_fairseq.models.export import densify
-
-ARCHS = {
-    "phm-n4-fused": ["--arch", "phm_transformer_demo", "--phm-n", "4"],
-    "phm-n2-algebra-separate": [
-        "--arch",
-        "phm_transformer_demo",
-        "--phm-n",
-        "2",
-        "--phm-rule",
-        "algebra-init",
-        "--qkv-projection",
-        "separate",
-    ],
-    # four softmaxes over Hamilton-product logits learn to copy more slowly: 600 updates
-    "quaternion-attention": ["--arch", "quaternion_transformer_demo", "--quaternion-attention", "--max-update", "600"],
-    "quaternion-partial": ["--arch", "quaternion_transformer_partial_demo"],
-    "dense-twin": ["--arch", "transformer_twin_demo"],
-    # Compacter's options: one A for the whole model, rank-4 S_i (no fewer weights than full S_i in
-    # the 32->32 maps at n=4: a warning says so); it learns to copy more slowly: 600 updates
-    "phm-shared-rule-rank4": [
-        "--arch",
-        "phm_transformer_demo",
-        "--phm-n",
-        "4",
-        "--phm-shared-rule",
-        "model",
-        "--phm-rank",
-        "4",
-        "--max-update",
-        "600",
-    ],
-}
 
 
 @pytest.fixture(scope="module", params=list(ARCHS))

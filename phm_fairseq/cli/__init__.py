@@ -1,1 +1,1 @@
-"""The plugin's console commands (phm-params, phm-evaluate, phm-compress)."""
+"""The plugin's console commands (phm-params, phm-evaluate, phm-compress, phm-export)."""

@@ -30,7 +30,14 @@ import warnings
 import torch
 
 import phm_fairseq  # noqa: F401  (registers the plugin's models; safe checkpoint loading)
-from phm_fairseq.cli.output import OutputError, check_output_file, written_whole
+from phm_fairseq.cli.checkpoint_files import (
+    RefusedInput,
+    check_out,
+    config_value,
+    data_directory,
+    read_training_checkpoint,
+    written_in_place,
+)
 from phm_fairseq.models.compress import CompressionError, compress_into, total_relative_error
 from phm_fairseq.modules import RULES, count_parameters
 
@@ -172,36 +179,17 @@ def check_target(args) -> dict:
     return given
 
 
-def _get(config, key):
-    """A key of a fairseq configuration section (dict, DictConfig or Namespace)."""
-    if config is None:
-        return None
-    return config.get(key) if hasattr(config, "get") else getattr(config, key, None)
-
-
 def read_checkpoint(path: str, data):
     """The checkpoint's state (fairseq's upgraded form), once it is known to be a dense translation Transformer."""
-    from fairseq import checkpoint_utils, tasks
+    from fairseq import tasks
     from fairseq.models import ARCH_MODEL_NAME_REGISTRY
     from fairseq.tasks.translation import TranslationTask
 
-    if not os.path.isfile(path):
-        raise CompressionError(f"{path}: no such checkpoint file")
-    try:
-        raw = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as error:  # not a torch file, or one that needs unsafe unpickling
-        raise CompressionError(
-            f"{path}: not a checkpoint that can be loaded safely ({type(error).__name__}: "
-            f"{str(error).splitlines()[0] if str(error) else ''})"
-        ) from None
-    if not isinstance(raw, dict) or "model" not in raw or (raw.get("cfg") is None and raw.get("args") is None):
-        raise CompressionError(f"{path}: not a fairseq training checkpoint (it has no model and configuration)")
-    del raw
-    state = checkpoint_utils.load_checkpoint_to_cpu(path, arg_overrides={"data": data} if data else None)
+    state = read_training_checkpoint(path, data)
     cfg = state["cfg"]
-    task_name = _get(cfg.task, "_name") or _get(cfg.task, "task")
+    task_name = config_value(cfg.task, "_name") or config_value(cfg.task, "task")
     model_cfg = cfg.model
-    arch = _get(model_cfg, "arch") or _get(model_cfg, "_name")
+    arch = config_value(model_cfg, "arch") or config_value(model_cfg, "_name")
     task = tasks.TASK_REGISTRY.get(task_name)
     if task is None or not issubclass(task, TranslationTask):
         raise CompressionError(
@@ -267,22 +255,12 @@ def compress(args, progress=True) -> dict:
     from tqdm import tqdm
 
     given = check_target(args)
-    try:
-        check_output_file(args.out, args.force, source=args.checkpoint, source_is="the dense checkpoint")
-    except OutputError as error:
-        raise CompressionError(str(error)) from None
+    check_out(args.out, force=args.force, inputs={args.checkpoint: "the dense checkpoint"})
     state = read_checkpoint(args.checkpoint, args.data)
     cfg = state["cfg"]
     dense_args = cfg.model
     check_sizes(args.checkpoint, dense_args, args.arch, given)
-    data = args.data or _get(cfg.task, "data")
-    if not data or not os.path.isdir(str(data).split(os.pathsep)[0]):
-        raise CompressionError(
-            f"--data {data}: no such directory"
-            if args.data
-            else f"the checkpoint's data directory {data!r} does not exist here: pass --data DIR, the binarized data "
-            f"(fairseq-preprocess's output) that the model was trained on"
-        )
+    data = data_directory(cfg, args.data)
     try:
         models, cfg, task = checkpoint_utils.load_model_ensemble_and_task([args.checkpoint], state=state)
     except (RuntimeError, FileNotFoundError) as error:  # e.g. the dictionaries of another data directory
@@ -327,8 +305,8 @@ def compress(args, progress=True) -> dict:
         "phm_compress": {key: value for key, value in report.items() if key != "out"},
     }
     checkpoint["cfg"]["task"]["data"] = data
-    with written_whole(args.out) as partial:  # never a half-written checkpoint under --out, nor a partial one
-        torch.save(checkpoint, partial)
+    with written_in_place(args.out) as path:
+        torch.save(checkpoint, path)
     return report
 
 
@@ -368,7 +346,7 @@ def main(argv=None):
     warnings.filterwarnings("ignore", message=".pin_memory. argument is set as true but no accelerator")
     try:
         report = compress(args, progress=not args.json)
-    except CompressionError as error:
+    except (CompressionError, RefusedInput) as error:
         print(f"phm-compress: error: {error}", file=sys.stderr)
         return 2
     print(json.dumps(report) if args.json else format_report(report))

@@ -1,10 +1,13 @@
 """The dense equivalent of a trained model, for deployment, TorchScript or stock fairseq."""
 
+import argparse
+
 from fairseq.modules import MultiheadAttention
 from torch import nn
 
 from ..modules import PHMLinear
 from .attention import HypercomplexMultiheadAttention
+from .transformer import add_hypercomplex_args
 
 
 def _linear_like(weight, bias) -> nn.Linear:
@@ -40,3 +43,31 @@ def densify(model: nn.Module) -> nn.Module:
             # own attention, whose forward TorchScript compiles only on that class itself.
             module.__class__ = MultiheadAttention
     return model
+
+
+QUATERNION_ATTENTION_REFUSAL = (
+    "Tay et al.'s quaternion attention (--quaternion-attention: four softmaxes over Hamilton-product "
+    "logits, each weighting its own component of V) has no counterpart in fairseq's transformer, whose "
+    "heads take one softmax over dot products: such a model runs only with the plugin. Quaternion "
+    "models without it export"
+)
+
+
+def plugin_model_flags() -> set:
+    """The attributes that the plugin's Transformer flags (add_hypercomplex_args) set on model arguments."""
+    parser = argparse.ArgumentParser(add_help=False)
+    add_hypercomplex_args(parser)
+    return set(vars(parser.parse_args([])))
+
+
+def stock_transformer_args(model_args) -> argparse.Namespace:
+    """The arguments of fairseq's own ``transformer`` that computes what ``densify`` makes of a
+    ``hypercomplex_transformer`` built from ``model_args``: the same sizes and options, without the
+    plugin's flags and user dir. Raises ValueError for a model that has no such counterpart."""
+    if getattr(model_args, "quaternion_attention", False):
+        raise ValueError(QUATERNION_ATTENTION_REFUSAL)
+    ours = plugin_model_flags()
+    args = argparse.Namespace(**{key: value for key, value in vars(model_args).items() if key not in ours})
+    args.arch = args._name = "transformer"  # every size and option is explicit: the arch adds no defaults
+    args.user_dir = None
+    return args
