@@ -118,6 +118,25 @@ def assert_trained_in_half_precision(log: str, fall: float) -> None:
     assert overflows <= 3 and "Minimum loss scale reached" not in log, f"{overflows} overflows: {steps}"
 
 
+def copy_task_files(raw: Path, sizes: dict, copy_splits=("train", "valid", "test")) -> Path:
+    """raw/{split}.{src,tgt}: random strings of 3 to 8 hex digits, ``sizes[split]`` lines, the target a
+    copy of the source in ``copy_splits`` and other random strings elsewhere; binarized into raw/bin."""
+    import random
+
+    rng = random.Random(0)
+
+    def line():
+        return " ".join(rng.choice("0123456789abcdef") for _ in range(rng.randint(3, 8)))
+
+    raw.mkdir(parents=True, exist_ok=True)
+    for split, size in sizes.items():
+        sources = [line() for _ in range(size)]
+        targets = sources if split in copy_splits else [line() for _ in range(size)]
+        (raw / f"{split}.src").write_text("\n".join(sources) + "\n")
+        (raw / f"{split}.tgt").write_text("\n".join(targets) + "\n")
+    return fairseq_preprocess(raw, "src", "tgt")
+
+
 @pytest.fixture(scope="session")
 def copy_task(tmp_path_factory) -> Path:
     """A synthetic copy task (random digit strings), binarized with a joined dictionary."""

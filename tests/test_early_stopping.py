@@ -1,14 +1,13 @@
 """Training to convergence with phm-run on a tiny copy task: fairseq's --patience, exact across a
 resume (phm_experiments.fairseq_train), and the average of the last epoch checkpoints."""
 
-import random
 import sys
 
 import pytest
 import sacrebleu
 import torch
 import yaml
-from conftest import TINY, console, fairseq_preprocess, run_command
+from conftest import TINY, console, copy_task_files, run_command
 
 from phm_experiments.averaging import AveragingError, average_checkpoints, last_epoch_checkpoints
 from phm_experiments.fairseq_train import early_stopping_state, training_arguments
@@ -24,37 +23,28 @@ def data(tmp_path_factory):
     strings), so the validation loss falls, then rises as the model learns to copy: early stopping
     has something to stop, within a few epochs."""
     raw = tmp_path_factory.mktemp("early_stopping")
-    rng = random.Random(0)
+    return {"raw": raw, "bin": copy_task_files(raw, {"train": 300, "valid": 40, "test": 30}, ("train", "test"))}
 
-    def line():
-        return " ".join(rng.choice("0123456789abcdef") for _ in range(rng.randint(3, 8)))
 
-    for split, size in {"train": 300, "valid": 40, "test": 30}.items():
-        sources = [line() for _ in range(size)]
-        targets = sources if split != "valid" else [line() for _ in range(size)]
-        (raw / f"{split}.src").write_text("\n".join(sources) + "\n")
-        (raw / f"{split}.tgt").write_text("\n".join(targets) + "\n")
-    return {"raw": raw, "bin": fairseq_preprocess(raw, "src", "tgt")}
+# the training of every test here: a tiny PHM Transformer, early stopping, the last 3 epochs kept
+TRAINING = {
+    "task": "translation",
+    "arch": "phm_transformer_demo",
+    "phm-n": 2,
+    "share-all-embeddings": True,
+    "optimizer": "adam",
+    "lr": 0.005,
+    "criterion": "label_smoothed_cross_entropy",
+    "max-tokens": 512,
+    "max-epoch": 40,
+    "patience": PATIENCE,
+    "keep-last-epochs": 3,
+    **TINY,
+}
 
 
 def training_options(data_bin, save_dir, max_epoch) -> list:
-    options = {
-        "task": "translation",
-        "arch": "phm_transformer_demo",
-        "phm-n": 2,
-        "share-all-embeddings": True,
-        "optimizer": "adam",
-        "lr": 0.005,
-        "criterion": "label_smoothed_cross_entropy",
-        "max-tokens": 512,
-        "max-epoch": max_epoch,
-        "patience": PATIENCE,
-        "keep-last-epochs": 3,
-        "log-format": "json",
-        "save-dir": save_dir,
-        "seed": 1,
-        **TINY,
-    }
+    options = {**TRAINING, "max-epoch": max_epoch, "log-format": "json", "save-dir": save_dir, "seed": 1}
     args = [str(data_bin)]
     for key, value in options.items():
         args += [f"--{key}"] + ([] if value is True else [str(value)])
@@ -140,20 +130,7 @@ def test_phm_run_trains_to_convergence_and_scores_the_best_and_the_averaged_chec
     configs.mkdir(parents=True)
     config = {
         "data": str(data["bin"]),
-        "train": {
-            "task": "translation",
-            "arch": "phm_transformer_demo",
-            "phm-n": 2,
-            "share-all-embeddings": True,
-            "optimizer": "adam",
-            "lr": 0.005,
-            "criterion": "label_smoothed_cross_entropy",
-            "max-tokens": 512,
-            "max-epoch": 40,
-            "patience": PATIENCE,
-            "keep-last-epochs": 3,
-            **TINY,
-        },
+        "train": TRAINING,
         "evaluate": {
             "kind": "bleu",
             "reference": str(data["raw"] / "test.tgt"),

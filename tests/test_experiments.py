@@ -4,14 +4,13 @@ exit told from a failed training, and the hooks for teacher runs (distill, init,
 
 import csv
 import json
-import random
 import shutil
 import sys
 
 import pytest
 import torch
 import yaml
-from conftest import TINY, TRAIN_COMMAND, console, fairseq_preprocess, run_command
+from conftest import TINY, TRAIN_COMMAND, console, copy_task_files, run_command
 
 from phm_experiments import commands
 from phm_experiments.cli import run as phm_run
@@ -29,17 +28,11 @@ def kit(tmp_path_factory):
     teacher's run is not done, so it runs first."""
     root = tmp_path_factory.mktemp("experiments")
     raw = root / "raw"
-    raw.mkdir()
-    rng = random.Random(0)
-    for split, size in {"train": 200, "valid": 40, "test": 30}.items():
-        lines = [" ".join(rng.choice("0123456789abcdef") for _ in range(rng.randint(3, 8))) for _ in range(size)]
-        for lang in ("src", "tgt"):
-            (raw / f"{split}.{lang}").write_text("\n".join(lines) + "\n")
-    fairseq_preprocess(raw, "src", "tgt", dest=root / "bin")
+    data_bin = copy_task_files(raw, {"train": 200, "valid": 40, "test": 30})
     configs = root / "configs" / "kit"
     configs.mkdir(parents=True)
     base = {
-        "data": str(root / "bin"),
+        "data": str(data_bin),
         "seed": 1,
         "train": {
             "task": "translation",
@@ -73,7 +66,7 @@ def kit(tmp_path_factory):
         "configs": configs,
         "runs": runs,
         "raw": raw,
-        "data": root / "bin",
+        "data": data_bin,
         "teacher": runs / "kit" / "teacher" / "seed1",
         "stdout": out.stdout,
     }

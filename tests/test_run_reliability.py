@@ -5,7 +5,6 @@ read strictly (duplicate keys, aliases, seeds, a model that cannot be built)."""
 
 import json
 import os
-import random
 import signal
 import subprocess
 import time
@@ -13,7 +12,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import TINY, TRAIN_COMMAND, console, fairseq_preprocess, run_command
+from conftest import TINY, TRAIN_COMMAND, console, copy_task_files, run_command
 
 from phm_experiments.config import ConfigError, load_config
 from phm_experiments.runner import run_lock
@@ -24,17 +23,11 @@ def setup(tmp_path_factory):
     """A 200-pair copy task and configs/rel/_base.yaml: a tiny PHM Transformer, 10 updates."""
     root = tmp_path_factory.mktemp("reliability")
     raw = root / "raw"
-    raw.mkdir()
-    rng = random.Random(0)
-    for split, size in {"train": 200, "valid": 40, "test": 30}.items():
-        lines = [" ".join(rng.choice("0123456789abcdef") for _ in range(rng.randint(3, 8))) for _ in range(size)]
-        for lang in ("src", "tgt"):
-            (raw / f"{split}.{lang}").write_text("\n".join(lines) + "\n")
-    fairseq_preprocess(raw, "src", "tgt", dest=root / "bin")
+    data_bin = copy_task_files(raw, {"train": 200, "valid": 40, "test": 30})
     configs = root / "configs" / "rel"
     configs.mkdir(parents=True)
     base = {
-        "data": str(root / "bin"),
+        "data": str(data_bin),
         "train": {
             "task": "translation",
             "arch": "phm_transformer_demo",
