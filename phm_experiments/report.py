@@ -333,6 +333,7 @@ def plot_scores(rows, path: Path):
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    import matplotlib.ticker
 
     rows = [r for r in rows if "@" not in r["row"]]  # a run's epochs have its parameters: its final score only
     fig, axes = plt.subplots(1, 2, figsize=(12, 4.5))
@@ -351,7 +352,10 @@ def plot_scores(rows, path: Path):
             )
             for r in sel:
                 ax.annotate(r["row"], (r[key], r["score"]), textcoords="offset points", xytext=(4, 4), fontsize=7)
-        ax.set_xscale("log")
+        if key == "params_no_emb":  # from a few thousand (n=16, shared rule) to the dense layers: a log scale
+            ax.set_xscale("log")
+        else:  # the embeddings keep every model within a factor of 2 or so: linear, in millions
+            ax.xaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda value, _: f"{value / 1e6:.2f}M"))
         ax.set_xlabel(label)
         ax.set_ylabel(rows[0]["metric"] + (" (mean ± sd over seeds)" if any(r["score_std"] for r in rows) else ""))
         ax.grid(alpha=0.3)
