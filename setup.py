@@ -14,7 +14,7 @@ from setuptools import find_packages, setup
 VERSION = re.search(r'^__version__ = "([^"]+)"$', Path("phm_fairseq/__init__.py").read_text(), re.M).group(1)
 
 # the reproduction kit's needs (phm_experiments: configs, reports and plots)
-EXPERIMENTS = ["matplotlib", "pyyaml"]
+EXPERIMENTS = ["matplotlib", "pydantic>=2", "pyyaml"]
 
 setup(
     name="phm-fairseq",

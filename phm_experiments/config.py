@@ -1,31 +1,11 @@
-"""Experiment configs: YAML files read with ``extends``, checked completely, as ``Config`` values.
+"""Experiment configs: YAML files read with ``extends`` and validated against one schema, ``Config``
+(pydantic models: every key, its type and its meaning are declared once, here; ``phm-run --schema``
+prints them, docs/experiments.md explains them with examples).
 
-The schema (docs/experiments.md has it with examples):
-
-    extends: _base.yaml      another config (a path relative to this one) that this one overrides
-                             key by key; null removes a key. Files named _*.yaml are bases, not run.
-    description: str
-    paper: {bleu|accuracy|parameters|seconds_per_100_updates|inference_seconds: number}
-    data: str                the fairseq data folder (relative to the working directory)
-    prepare: str             shell command that makes `data` when it holds no fairseq data
-    seed: int                (default 1; phm-run --seeds S [S ...] replaces it)
-    count_module: str        also count this submodule's parameters (e.g. encoder.lstm)
-    train: {option: value}   fairseq-train options; `arch` is required
-    evaluate:
-      kind: bleu | accuracy
-      reference: str         (bleu) the untokenized reference, one sentence a line
-      generate: {option: value}  (bleu) fairseq-generate options
-      subset: str            (accuracy) the split phm-evaluate scores (default test)
-      epochs: [int, ...]     also evaluate the end-of-epoch checkpoints checkpointN.pt (0: the init checkpoint)
-      average_last: int      also evaluate the average of the last N end-of-epoch checkpoints
-    teacher: str             another config (relative to this one) whose run of the same seed
-                             this one builds on; phm-run runs it first when it is not done
-    distill: true | {option: value}   train on the teacher's translations of the training source
-                             (sequence-level distillation); a mapping overrides the teacher's
-                             beam and lenpen with fairseq-generate options
-    init: {command: str, checkpoint: str}   a command run before training; training starts from
-                             the checkpoint it writes (default "{run}/init.pt") through
-                             fairseq-train --finetune-from-model
+A config file is read strictly (a key given twice and YAML aliases are errors, with file and
+line), its ``extends`` chain merged key by key (a null removes a key), then validated: unknown keys
+at every level (with "did you mean"), types, the evaluation keys of its kind, placeholders and the
+rules between keys. fairseq's own checks of the options are in commands.check_with_fairseq.
 
 Option values and commands may use the placeholders {data} (the data folder), {run} (this run's
 folder) and {teacher} (the teacher's run folder). An option whose value is true is a bare flag;
@@ -36,18 +16,27 @@ import difflib
 import hashlib
 import json
 import re
-from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Annotated, Any, Literal, Optional, Union
 
 import yaml
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    ValidationError,
+    ValidationInfo,
+    WithJsonSchema,
+    field_validator,
+    model_validator,
+)
 
 PLACEHOLDERS = ("data", "run", "teacher")
-PAPER_KEYS = ("bleu", "accuracy", "parameters", "seconds_per_100_updates", "inference_seconds")
-EVALUATE_KEYS = {
-    "bleu": ("kind", "reference", "generate", "epochs", "average_last"),
-    "accuracy": ("kind", "subset", "epochs", "average_last"),
-}
-# train options that phm-run sets itself: a config that gives them would be silently overridden
+MAX_SEED = 2**32 - 1  # numpy's seeds, which fairseq sets from --seed, are 32-bit unsigned
+# options that phm-run sets itself: a config that gave them would be silently overridden
 SET_BY_PHM_RUN = {
     "user-dir": "phm-run passes the plugin's folder",
     "save-dir": "phm-run saves checkpoints in the run's folder (RUNS/<config>/seed<S>/checkpoints)",
@@ -66,44 +55,242 @@ class ConfigError(ValueError):
     pass
 
 
-MAX_SEED = 2**32 - 1  # numpy's seeds, which fairseq sets from --seed, are 32-bit unsigned
-
-
 def is_seed(value) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_SEED
 
 
-@dataclass(frozen=True)
-class Evaluate:
-    kind: str  # "bleu" (fairseq-generate + sacrebleu) or "accuracy" (phm-evaluate)
-    reference: str = None
-    generate: dict = field(default_factory=dict)
-    subset: str = "test"
-    epochs: tuple = ()
-    average_last: int = None  # also score the average of the last N epoch checkpoints
+def placeholders_in(value: str) -> list:
+    return re.findall(r"\{(\w+)\}", value)
 
 
-@dataclass(frozen=True)
-class Init:
-    command: str
-    checkpoint: str = "{run}/init.pt"
+def fill(value, fields: dict) -> str:
+    """``value`` with {data}, {run} and {teacher} replaced; other braces (e.g. JSON) are left as they are."""
+    return re.sub(r"\{(\w+)\}", lambda m: str(fields[m.group(1)]) if m.group(1) in fields else m.group(0), str(value))
 
 
-@dataclass(frozen=True)
-class Config:
-    path: Path  # the config file, resolved
-    values: dict  # every value as read (extends resolved), with the seed in force
-    data: str
-    train: dict
-    evaluate: Evaluate
-    seed: int = 1
-    description: str = ""
-    paper: dict = field(default_factory=dict)
-    prepare: str = None
-    count_module: str = None
-    teacher: Path = None  # the teacher's config file, resolved
-    distill: dict = None  # None: no distillation; else fairseq-generate options over the teacher's search
-    init: Init = None
+def _close(name, choices) -> str:
+    match = difflib.get_close_matches(str(name), list(choices), n=1, cutoff=0.6)
+    return f" (did you mean {match[0]!r}?)" if match else ""
+
+
+# -- the value types of the schema ----------------------------------------------------------------
+
+
+def _known_placeholders(value: str) -> str:
+    for name in placeholders_in(value):
+        if name not in PLACEHOLDERS:
+            known = ", ".join("{" + p + "}" for p in PLACEHOLDERS)
+            raise ValueError(f"unknown placeholder {{{name}}}{_close(name, PLACEHOLDERS)}; known: {known}")
+    return value
+
+
+# a string that may hold {data}, {run} and {teacher}
+Text = Annotated[str, AfterValidator(_known_placeholders)]
+
+
+def options_without(reserved: dict):
+    """Command-line options as a mapping: names without dashes and none that phm-run sets itself
+    (``reserved``: name -> why); each value one string, number or true/false (true: a bare flag,
+    false or null: left out). Every problem is reported, as lines ".name: problem"."""
+
+    def check(options: dict) -> dict:
+        problems = []
+        for key, value in options.items():
+            if key.startswith("-"):
+                problems.append(f".{key}: write the option without its dashes ({key.lstrip('-')})")
+            if key.lstrip("-") in reserved:
+                problems.append(f".{key}: {reserved[key.lstrip('-')]}; remove it")
+            if isinstance(value, (dict, list)):
+                problems.append(f".{key}: expected one value (a string, number or true/false), got {value!r}")
+            elif isinstance(value, str):
+                try:
+                    _known_placeholders(value)
+                except ValueError as error:
+                    problems.append(f".{key}: {error}")
+        if problems:
+            raise ValueError("\n".join(problems))
+        return options
+
+    return Annotated[
+        dict[str, Any],
+        AfterValidator(check),
+        WithJsonSchema({"type": "object", "additionalProperties": {"type": ["string", "number", "boolean", "null"]}}),
+    ]
+
+
+Number = Union[int, float]  # an integer stays one (parameter counts)
+
+
+class Section(BaseModel):
+    """Strict: no unknown key, no conversion between types (a quoted "4" is not the number 4)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+
+
+class Paper(Section):
+    """The paper's figures, shown beside the measured ones."""
+
+    bleu: Optional[Number] = None
+    accuracy: Optional[Number] = None
+    parameters: Optional[Number] = None
+    seconds_per_100_updates: Optional[Number] = None
+    inference_seconds: Optional[Number] = None
+
+
+class _Evaluation(Section):
+    kind: str
+    epochs: tuple[Annotated[int, Field(ge=0)], ...] = Field(
+        (),
+        description="also evaluate the end-of-epoch checkpoints checkpointN.pt (needs "
+        "train.no-epoch-checkpoints: false; 0 is the init checkpoint, the model before any training)",
+    )
+    average_last: Optional[Annotated[int, Field(ge=2)]] = Field(
+        None,
+        description="also evaluate the average of the last N end-of-epoch checkpoints "
+        "(needs train.keep-last-epochs of N or more)",
+    )
+
+    @field_validator("epochs", mode="before")
+    @classmethod
+    def _epoch_list(cls, epochs):
+        if not isinstance(epochs, list):
+            raise ValueError(f"expected a list of epoch numbers (e.g. [1, 2, 4]), got {epochs!r}")
+        return tuple(sorted(set(epochs)))
+
+
+class BleuEvaluation(_Evaluation):
+    """fairseq-generate, then sacrebleu's BLEU and chrF on the detokenized output."""
+
+    kind: Literal["bleu"]
+    reference: Text = Field(
+        description='the untokenized reference of the evaluated split, one sentence a line (e.g. "{data}/raw/test.en")'
+    )
+    generate: options_without(GENERATE_SET_BY_PHM_RUN) = Field(
+        default_factory=dict, description="fairseq-generate options (phm-run sets user-dir and path)"
+    )
+
+
+class AccuracyEvaluation(_Evaluation):
+    """phm-evaluate, for the classification tasks."""
+
+    kind: Literal["accuracy"]
+    subset: Text = Field("test", description="the split phm-evaluate scores")
+
+
+class Init(Section):
+    """A command run before training; training starts from the checkpoint it writes
+    (fairseq-train --finetune-from-model)."""
+
+    command: Text = Field(description="a bash command line")
+    checkpoint: Text = Field("{run}/init.pt", description="the checkpoint the command writes")
+
+
+def _resolve_teacher(teacher, info: ValidationInfo):
+    if not isinstance(teacher, str):
+        raise ValueError(f"expected the path of another config, got {teacher!r}")
+    return (info.context["path"].parent / teacher).resolve()
+
+
+def _distill_options(distill):
+    if distill is True:
+        return {}
+    if distill is False or distill is None:
+        return None
+    if not isinstance(distill, dict):
+        raise ValueError(f"expected true, false or a mapping of fairseq-generate options, got {distill!r}")
+    return distill
+
+
+class Config(Section):
+    """An experiment: its data, its fairseq-train options and how it is evaluated.
+
+    Made by load_config, which reads the file (extends resolved) and validates it; ``path`` is the
+    file, ``values`` every value as read, with the seed in force (what fingerprints and
+    config_sha256 are taken of)."""
+
+    description: str = Field("", description="shown in reports")
+    paper: Paper = Field(default_factory=Paper, description="the paper's figures, shown beside ours")
+    data: Text = Field(description="the fairseq data folder, relative to the working directory")
+    prepare: Optional[Text] = Field(
+        None, description="a bash command line that makes `data`; run when `data` holds no fairseq data"
+    )
+    seed: Annotated[int, Field(ge=0, le=MAX_SEED)] = Field(
+        1, description="fairseq-train's --seed, 0 to 2^32 - 1 (phm-run --seeds S [S ...] replaces it)"
+    )
+    count_module: Optional[str] = Field(
+        None, description="also count this submodule's parameters (a dotted name, e.g. encoder.lstm)"
+    )
+    train: options_without(SET_BY_PHM_RUN) = Field(
+        description="fairseq-train options without their dashes; `arch` is required"
+    )
+    evaluate: Union[BleuEvaluation, AccuracyEvaluation] = Field(discriminator="kind")
+    teacher: Optional[Annotated[Path, BeforeValidator(_resolve_teacher), WithJsonSchema({"type": "string"})]] = Field(
+        None, description="another config (relative to this one) whose run of the same seed this one builds on"
+    )
+    distill: Optional[
+        Annotated[
+            options_without(GENERATE_SET_BY_PHM_RUN),
+            BeforeValidator(_distill_options),
+            WithJsonSchema({"anyOf": [{"type": "boolean"}, {"type": "object"}]}),
+        ]
+    ] = Field(
+        None,
+        description="true: train on the teacher's translations of the training source (sequence-level "
+        "distillation); a mapping of fairseq-generate options instead of true overrides the teacher's beam and lenpen",
+    )
+    init: Optional[Init] = None
+
+    _path: Path = PrivateAttr()
+    _values: dict = PrivateAttr()
+
+    @model_validator(mode="after")
+    def _rules_between_keys(self, info: ValidationInfo):
+        problems = []
+        train, evaluate = self.train, self.evaluate
+        if not train.get("arch"):
+            problems.append("train.arch: missing (the fairseq architecture, e.g. phm_transformer_iwslt)")
+        if self.teacher is None and "{teacher}" in json.dumps(info.context["values"]):
+            problems.append("{teacher} is used, but the config has no `teacher`")
+        if self.teacher is not None:
+            if not self.teacher.is_file():
+                problems.append(f"teacher: no config file {self.teacher}")
+            elif self.teacher == info.context["path"]:
+                problems.append("teacher: a config cannot be its own teacher")
+        if self.distill is not None:
+            if self.teacher is None:
+                problems.append("distill: needs a `teacher` config, whose model translates the training source")
+            if evaluate.kind != "bleu":
+                problems.append("distill: sequence-level distillation is for translation (evaluate.kind bleu)")
+        if (evaluate.epochs or evaluate.average_last) and train.get("no-epoch-checkpoints"):
+            problems.append(
+                "evaluate.epochs and evaluate.average_last need fairseq's end-of-epoch checkpoints "
+                "(checkpointN.pt): set train.no-epoch-checkpoints: false"
+            )
+        kept = train.get("keep-last-epochs")
+        if evaluate.average_last and isinstance(kept, int) and 0 <= kept < evaluate.average_last:
+            problems.append(
+                f"evaluate.average_last {evaluate.average_last}: train.keep-last-epochs {kept} keeps fewer "
+                "epoch checkpoints"
+            )
+        if 0 in evaluate.epochs and self.init is None:
+            problems.append(
+                "evaluate.epochs: epoch 0 is the init checkpoint (the model before any training), "
+                "but the config has no init"
+            )
+        max_epoch = train.get("max-epoch")
+        if evaluate.epochs and isinstance(max_epoch, int) and max(evaluate.epochs) > max_epoch:
+            problems.append(f"evaluate.epochs: epoch {max(evaluate.epochs)} is past train.max-epoch {max_epoch}")
+        if problems:
+            raise ValueError("\n".join(problems))
+        return self
+
+    @property
+    def path(self) -> Path:
+        return self._path
+
+    @property
+    def values(self) -> dict:
+        return self._values
 
     @property
     def arch(self) -> str:
@@ -112,12 +299,17 @@ class Config:
     def with_seed(self, seed) -> "Config":
         if seed is None or seed == self.seed:
             return self
-        return replace(self, seed=seed, values={**self.values, "seed": seed})
+        config = self.model_copy(update={"seed": seed})
+        config._values = {**self._values, "seed": seed}
+        return config
 
     @property
     def sha256(self) -> str:
         """Of every value: a result whose config had another value in any key is not up to date."""
         return hashlib.sha256(json.dumps(self.values, sort_keys=True).encode()).hexdigest()
+
+
+# -- reading a file ---------------------------------------------------------------------------------
 
 
 def merge(base: dict, override: dict) -> dict:
@@ -189,228 +381,71 @@ def read_config(path: Path, seen=()) -> dict:
     return config
 
 
-def _close(name, choices) -> str:
-    match = difflib.get_close_matches(str(name), list(choices), n=1, cutoff=0.6)
-    return f" (did you mean {match[0]!r}?)" if match else ""
+def _known_keys(model, loc: tuple) -> list:
+    """The keys allowed where ``loc`` points (for "did you mean"), or [] where none are fixed."""
+    for key in loc[:-1]:
+        field = model.model_fields.get(key) if isinstance(key, str) else None
+        if field is None:
+            return []
+        model = field.annotation
+        if getattr(model, "__origin__", None) is Union:  # Optional[X]: X
+            model = next(a for a in model.__args__ if a is not type(None))
+        if not (isinstance(model, type) and issubclass(model, BaseModel)):
+            return []
+    return list(model.model_fields)
 
 
-def _unknown_keys(mapping: dict, known, where: str, problems: list) -> None:
-    for key in mapping:
-        if key not in known:
-            problems.append(f"{where}{key}: unknown key{_close(key, known)}; known keys: {', '.join(known)}")
+def describe(error: dict, values: dict) -> str:
+    """One line of a validation error, in the config's own words: `where: what`."""
+    # the discriminated union adds the kind to the location (evaluate.bleu.reference): drop it
+    loc = error["loc"]
+    if loc[:1] == ("evaluate",) and loc[1:2] in (("bleu",), ("accuracy",)):
+        loc = loc[:1] + loc[2:]
+    kind, message = error["type"], error["msg"]
+    if loc and loc[-1] in ("int", "float"):  # a Number: one line for both members of the union
+        loc, kind, message = loc[:-1], "number", "Input should be a number"
+    where = ".".join(map(str, loc))
+    if kind == "extra_forbidden":
+        model = Config
+        if loc[0] == "evaluate":
+            model = BleuEvaluation if values.get("evaluate", {}).get("kind") == "bleu" else AccuracyEvaluation
+            loc = loc[1:]
+        known = _known_keys(model, loc)
+        return f"{where}: unknown key{_close(loc[-1], known)}; known keys: {', '.join(known)}"
+    if kind == "missing":
+        if where == "evaluate.reference":
+            return f'{where}: missing (the untokenized reference of the evaluated split, e.g. "{{data}}/raw/test.en")'
+        return f"{where}: missing" + (" (every config has data, train and evaluate)" if len(loc) == 1 else "")
+    if kind in ("union_tag_invalid", "union_tag_not_found"):
+        return f"evaluate.kind: must be one of bleu, accuracy, not {error['input'].get('kind')!r}"
+    if kind in ("model_type", "model_attributes_type", "dict_type"):
+        return f"{where}: expected a mapping, got {error['input']!r}"
+    if kind == "value_error":
+        message = message.removeprefix("Value error, ")
+        # lines ".key: problem" (options) belong to the key under `where`
+        lines = message.split("\n")
+        return "\n".join(f"{where}{li}" if li[0] == "." else f"{where}: {li}" if where else li for li in lines)
+    if kind in ("greater_than_equal", "less_than_equal") and where == "seed":
+        return f"seed: expected an integer from 0 to {MAX_SEED} (fairseq's and numpy's seeds), got {error['input']!r}"
+    return f"{where}: {message[0].lower()}{message[1:]}, got {error['input']!r}"
 
 
-def placeholders_in(value: str) -> list:
-    return re.findall(r"\{(\w+)\}", value)
-
-
-def fill(value, fields: dict) -> str:
-    """``value`` with {data}, {run} and {teacher} replaced; other braces (e.g. JSON) are left as they are."""
-    return re.sub(r"\{(\w+)\}", lambda m: str(fields[m.group(1)]) if m.group(1) in fields else m.group(0), str(value))
-
-
-def _check_value(value, where: str, problems: list, has_teacher: bool) -> None:
-    if isinstance(value, (dict, list)):
-        problems.append(f"{where}: expected one value (a string, number or true/false), got {value!r}")
-        return
-    for name in placeholders_in(str(value)) if isinstance(value, str) else ():
-        if name not in PLACEHOLDERS:
-            problems.append(
-                f"{where}: unknown placeholder {{{name}}}{_close(name, PLACEHOLDERS)}; "
-                f"known: {', '.join('{' + p + '}' for p in PLACEHOLDERS)}"
-            )
-        elif name == "teacher" and not has_teacher:
-            problems.append(f"{where}: {{teacher}} needs a `teacher` config")
-
-
-def _check_options(options, where: str, problems: list, reserved: dict, has_teacher: bool) -> dict:
-    if not isinstance(options, dict):
-        problems.append(f"{where}: expected a mapping of options, got {options!r}")
-        return {}
-    for key, value in options.items():
-        if not isinstance(key, str):
-            problems.append(f"{where}.{key}: an option name is a string")
-            continue
-        if key.startswith("-"):
-            problems.append(f"{where}.{key}: write the option without its dashes ({key.lstrip('-')})")
-        if key.lstrip("-") in reserved:
-            problems.append(f"{where}.{key}: {reserved[key.lstrip('-')]}; remove it")
-        _check_value(value, f"{where}.{key}", problems, has_teacher)
-    return options
-
-
-def _check_string(config: dict, key: str, problems: list, has_teacher: bool, where: str = "") -> None:
-    if key in config:
-        if not isinstance(config[key], str):
-            problems.append(f"{where}{key}: expected a string, got {config[key]!r}")
-        else:
-            _check_value(config[key], f"{where}{key}", problems, has_teacher)
-
-
-def _check_evaluate(spec, problems: list, has_teacher: bool):
-    if not isinstance(spec, dict):
-        problems.append(f"evaluate: expected a mapping with `kind`, got {spec!r}")
-        return None
-    kind = spec.get("kind")
-    if kind not in EVALUATE_KEYS:
-        problems.append(f"evaluate.kind: must be one of {', '.join(EVALUATE_KEYS)}, not {kind!r}")
-        return None
-    _unknown_keys(spec, EVALUATE_KEYS[kind], "evaluate.", problems)
-    if kind == "bleu":
-        if "reference" not in spec:
-            problems.append(
-                "evaluate.reference: missing (the untokenized reference file of the evaluated split, "
-                'e.g. "{data}/raw/test.en")'
-            )
-        _check_string(spec, "reference", problems, has_teacher, "evaluate.")
-        _check_options(spec.get("generate", {}), "evaluate.generate", problems, GENERATE_SET_BY_PHM_RUN, has_teacher)
-    else:
-        _check_string(spec, "subset", problems, has_teacher, "evaluate.")
-    epochs = spec.get("epochs", [])
-    if not isinstance(epochs, list) or not all(type(e) is int and e >= 0 for e in epochs):
-        problems.append(f"evaluate.epochs: expected a list of epoch numbers (e.g. [1, 2, 4]), got {epochs!r}")
-        epochs = []
-    average_last = spec.get("average_last")
-    if average_last is not None and (type(average_last) is not int or average_last < 2):
-        problems.append(f"evaluate.average_last: expected a number of checkpoints (2 or more), got {average_last!r}")
-        average_last = None
-    values = {
-        k: v for k, v in spec.items() if k in EVALUATE_KEYS[kind] and k not in ("epochs", "average_last", "generate")
-    }
-    return Evaluate(
-        **values,
-        generate=dict(spec.get("generate") or {}),
-        epochs=tuple(sorted(set(epochs))),
-        average_last=average_last,
-    )
-
-
-KEYS = (
-    "description",
-    "paper",
-    "data",
-    "prepare",
-    "seed",
-    "count_module",
-    "train",
-    "evaluate",
-    "teacher",
-    "distill",
-    "init",
-)
-
-
-def check(values: dict, path: Path) -> Config:
+def validate(values: dict, path: Path) -> Config:
     """A Config from a config's mapping, or a ConfigError that lists every problem of it."""
-    problems = []
-    _unknown_keys(values, KEYS, "", problems)
-    has_teacher = "teacher" in values
-    for key in ("data", "train", "evaluate"):
-        if key not in values:
-            problems.append(f"{key}: missing (every config has data, train and evaluate)")
-    for key in ("description", "data", "prepare", "count_module", "teacher"):
-        _check_string(values, key, problems, has_teacher)
-    seed = values.get("seed", 1)
-    if not is_seed(seed):
-        problems.append(f"seed: expected an integer from 0 to {MAX_SEED} (fairseq's and numpy's seeds), got {seed!r}")
-    paper = values.get("paper", {})
-    if not isinstance(paper, dict):
-        problems.append(f"paper: expected a mapping of the paper's figures, got {paper!r}")
-        paper = {}
-    _unknown_keys(paper, PAPER_KEYS, "paper.", problems)
-    for key, value in paper.items():
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            problems.append(f"paper.{key}: expected a number, got {value!r}")
-
-    train = _check_options(values.get("train", {}), "train", problems, SET_BY_PHM_RUN, has_teacher)
-    if "train" in values and not train.get("arch"):
-        problems.append("train.arch: missing (the fairseq architecture, e.g. phm_transformer_iwslt)")
-    evaluate = _check_evaluate(values["evaluate"], problems, has_teacher) if "evaluate" in values else None
-    if evaluate and evaluate.average_last:
-        kept = train.get("keep-last-epochs")
-        if train.get("no-epoch-checkpoints"):
-            problems.append(
-                "evaluate.average_last needs fairseq's end-of-epoch checkpoints (checkpointN.pt): "
-                "set train.no-epoch-checkpoints: false"
-            )
-        if isinstance(kept, int) and 0 <= kept < evaluate.average_last:
-            problems.append(
-                f"evaluate.average_last {evaluate.average_last}: train.keep-last-epochs {kept} keeps fewer "
-                "epoch checkpoints"
-            )
-    if evaluate and evaluate.epochs:
-        if train.get("no-epoch-checkpoints"):
-            problems.append(
-                "evaluate.epochs needs fairseq's end-of-epoch checkpoints (checkpointN.pt): "
-                "set train.no-epoch-checkpoints: false"
-            )
-        if 0 in evaluate.epochs and not values.get("init"):
-            problems.append(
-                "evaluate.epochs: epoch 0 is the init checkpoint (the model before any training), "
-                "but the config has no init"
-            )
-        if isinstance(train.get("max-epoch"), int) and max(evaluate.epochs) > train["max-epoch"]:
-            problems.append(
-                f"evaluate.epochs: epoch {max(evaluate.epochs)} is past train.max-epoch {train['max-epoch']}"
-            )
-
-    teacher = None
-    if isinstance(values.get("teacher"), str):
-        teacher = (path.parent / values["teacher"]).resolve()
-        if not teacher.is_file():
-            problems.append(f"teacher: no config file {teacher}")
-        elif teacher == path.resolve():
-            problems.append("teacher: a config cannot be its own teacher")
-    distill = values.get("distill", False)
-    if distill is True:
-        distill = {}
-    elif distill is False or distill is None:
-        distill = None
-    elif isinstance(distill, dict):
-        _check_options(distill, "distill", problems, GENERATE_SET_BY_PHM_RUN, has_teacher)
-    else:
-        problems.append(f"distill: expected true, false or a mapping of fairseq-generate options, got {distill!r}")
-        distill = None
-    if distill is not None:
-        if not has_teacher:
-            problems.append("distill: needs a `teacher` config, whose model translates the training source")
-        if evaluate and evaluate.kind != "bleu":
-            problems.append("distill: sequence-level distillation is for translation (evaluate.kind bleu)")
-    init = values.get("init")
-    if init is not None:
-        if not isinstance(init, dict) or "command" not in init:
-            problems.append(f'init: expected {{command: "...", checkpoint: "{{run}}/init.pt"}}, got {init!r}')
-            init = None
-        else:
-            _unknown_keys(init, ("command", "checkpoint"), "init.", problems)
-            for key in ("command", "checkpoint"):
-                _check_string(init, key, problems, has_teacher, "init.")
-            init = Init(**{k: v for k, v in init.items() if k in ("command", "checkpoint")})
-
-    if problems:
-        raise ConfigError(f"{path}:\n" + "\n".join(f"  {problem}" for problem in problems))
-    return Config(
-        path=path,
-        values=dict(values, seed=seed),
-        data=values["data"],
-        train=dict(train),
-        evaluate=evaluate,
-        seed=seed,
-        description=values.get("description", ""),
-        paper=dict(paper),
-        prepare=values.get("prepare"),
-        count_module=values.get("count_module"),
-        teacher=teacher,
-        distill=distill,
-        init=init,
-    )
+    try:
+        config = Config.model_validate(values, context={"path": path, "values": values})
+    except ValidationError as error:
+        problems = list(dict.fromkeys(describe(e, values) for e in error.errors(include_url=False)))
+        raise ConfigError(f"{path}:\n" + "\n".join(f"  {p}" for line in problems for p in line.split("\n"))) from None
+    config._path = path
+    config._values = dict(values, seed=config.seed)
+    return config
 
 
 def load_config(path) -> Config:
-    """The config at ``path``, checked (keys, types, placeholders; fairseq's own checks are in
-    commands.check_with_fairseq)."""
+    """The config at ``path``, read and validated (fairseq's own checks are in commands.check_with_fairseq)."""
     path = Path(path).resolve()
-    return check(read_config(path), path)
+    return validate(read_config(path), path)
 
 
 def expand(paths) -> list:
@@ -427,3 +462,70 @@ def expand(paths) -> list:
         else:
             raise ConfigError(f"no config at {path}")
     return configs
+
+
+EXTENDS = (
+    "another config (a path relative to this one) that this one overrides key by key (mappings are "
+    "merged, null removes a key); files named _*.yaml are bases, not run"
+)
+
+
+def _shown_type(annotation) -> str:
+    """A field's type as the schema table shows it."""
+    origin, args = getattr(annotation, "__origin__", None), getattr(annotation, "__args__", ())
+    if origin is Union:
+        shown = [_shown_type(a) for a in args if a is not type(None)]
+        return "number" if shown[:2] == ["integer", "number"] else " or ".join(shown)
+    if origin is Literal:
+        return " or ".join(f"`{a}`" for a in args)
+    if origin is tuple:
+        return f"list of {_shown_type(args[0])}s"
+    if origin is dict:
+        return "mapping of options"
+    if hasattr(annotation, "__metadata__"):  # Annotated[X, ...]
+        return _shown_type(annotation.__origin__)
+    return {str: "string", int: "integer", float: "number", Path: "path", bool: "true or false"}.get(
+        annotation, getattr(annotation, "__name__", str(annotation))
+    )
+
+
+def _kind_of(model) -> str:
+    kind = model.model_fields.get("kind")
+    return f"kind {_shown_type(kind.annotation)}: " if kind and kind.annotation is not str else ""
+
+
+def schema_table() -> str:
+    """Every key of a config with its type, default and meaning, from the schema (phm-run --schema;
+    docs/experiments.md shows it)."""
+    rows = ["| key | type | default | meaning |", "|---|---|---|---|", f"| `extends` | path | | {EXTENDS} |"]
+
+    def walk(model, prefix=""):
+        for name, field in model.model_fields.items():
+            variants = [
+                a
+                for a in (*getattr(field.annotation, "__args__", ()), field.annotation)
+                if isinstance(a, type) and issubclass(a, BaseModel)
+            ]
+            if variants:
+                meaning = " ".join(_kind_of(v) + " ".join(v.__doc__.split()) for v in variants)
+                rows.append(f"| `{prefix}{name}` | mapping | | {meaning} |")
+                names = list(dict.fromkeys(key for v in variants for key in v.model_fields))
+                for key in names:
+                    owners = [v for v in variants if key in v.model_fields]
+                    only = f"({_kind_of(owners[0]).rstrip(': ')}) " if len(owners) < len(variants) else ""
+                    row(f"{prefix}{name}.{key}", owners[0].model_fields[key], only)
+            else:
+                row(prefix + name, field)
+
+    def row(key, field, only=""):
+        shown = _shown_type(field.annotation) if key != "evaluate.kind" else "`bleu` or `accuracy`"
+        if field.is_required():
+            default = "required"
+        elif field.default_factory is not None or field.default in (None, "", ()):
+            default = ""
+        else:
+            default = f"`{field.default}`"
+        rows.append(f"| `{key}` | {shown} | {default} | {only}{' '.join((field.description or '').split())} |")
+
+    walk(Config)
+    return "\n".join(rows) + "\n"

@@ -218,7 +218,7 @@ class Runner:
             config=str(config.path),
             config_sha256=config.sha256,
             description=config.description,
-            paper=config.paper,
+            paper=config.paper.model_dump(exclude_none=True),
             seed=config.seed,
             arch=config.arch,
             prepare_command=prepared,

@@ -175,6 +175,58 @@ def test_config_errors_are_clear(tmp_path):
         load_config(tmp_path / "d.yaml")
 
 
+def test_every_problem_of_a_config_is_listed_with_where_it_is(tmp_path):
+    (tmp_path / "x.yaml").write_text(
+        "data: 3\nseeed: 2\ntrain: {arch: a, --lr: 1, user-dir: p, dropout: [1]}\n"
+        "evaluate: {kind: bleu, reference: '{dta}/test.de', generat: {}}\npaper: {bleu: high}\n"
+    )
+    with pytest.raises(ConfigError) as error:
+        load_config(tmp_path / "x.yaml")
+    lines = str(error.value).splitlines()
+    assert lines[0] == f"{tmp_path / 'x.yaml'}:"
+    assert sorted(line.strip() for line in lines[1:]) == sorted(
+        [
+            "seeed: unknown key (did you mean 'seed'?); known keys: description, paper, data, prepare, seed, "
+            "count_module, train, evaluate, teacher, distill, init",
+            "data: input should be a valid string, got 3",
+            "train.--lr: write the option without its dashes (lr)",
+            "train.user-dir: phm-run passes the plugin's folder; remove it",
+            "train.dropout: expected one value (a string, number or true/false), got [1]",
+            "evaluate.reference: unknown placeholder {dta} (did you mean 'data'?); known: {data}, {run}, {teacher}",
+            "evaluate.generat: unknown key (did you mean 'generate'?); known keys: kind, epochs, average_last, "
+            "reference, generate",
+            "paper.bleu: input should be a number, got 'high'",
+        ]
+    )
+    # the rules between keys, once every key is valid
+    (tmp_path / "y.yaml").write_text(
+        "data: x\nprepare: cp {teacher}/x .\ndistill: true\ntrain: {arch: a, keep-last-epochs: 2, max-epoch: 2}\n"
+        "evaluate: {kind: accuracy, average_last: 5, epochs: [0, 3]}\n"
+    )
+    with pytest.raises(ConfigError) as error:
+        load_config(tmp_path / "y.yaml")
+    assert [line.strip() for line in str(error.value).splitlines()[1:]] == [
+        "{teacher} is used, but the config has no `teacher`",
+        "distill: needs a `teacher` config, whose model translates the training source",
+        "distill: sequence-level distillation is for translation (evaluate.kind bleu)",
+        "evaluate.average_last 5: train.keep-last-epochs 2 keeps fewer epoch checkpoints",
+        "evaluate.epochs: epoch 0 is the init checkpoint (the model before any training), but the config has no init",
+        "evaluate.epochs: epoch 3 is past train.max-epoch 2",
+    ]
+
+
+def test_the_schema_is_written_once_and_the_docs_show_it():
+    """docs/experiments.md's table of keys is phm-run --schema's, made from the pydantic models."""
+    from phm_experiments.cli.run import main
+    from phm_experiments.config import Config, schema_table
+
+    docs = (__import__("conftest").REPO / "docs" / "experiments.md").read_text()
+    assert schema_table() in docs, "docs/experiments.md: paste `phm-run --schema`'s table in place of the old one"
+    for key in Config.model_fields:
+        assert f"| `{key}` |" in schema_table()
+    assert main(["--schema"]) == 0
+
+
 def test_extends_overrides_key_by_key_and_null_removes(tmp_path):
     (tmp_path / "_base.yaml").write_text(
         "data: d\ntrain: {arch: a, lr: 1, dropout: 0.3}\n"

@@ -17,25 +17,17 @@ from its checkpoints, a finished one whose evaluation changed is only evaluated 
 Checkpoints trained with other config values are refused with what changed; --force
 starts such a run clean.
 
-A config is YAML (docs/experiments.md has every key):
+A config is YAML: `phm-run --schema` lists every key with its type and meaning (the schema is
+phm_experiments/config.py's; docs/experiments.md explains it with examples). For instance:
 
     extends: _data.yaml               # another config (relative to this one), overridden key by key
-    description: "Table 2, IWSLT'14 de-en, PHM-Transformer n=4"
-    paper: {seconds_per_100_updates: 7.92, inference_seconds: 299}   # the paper's figures (optional)
     data: data-bin/iwslt14.de-en      # relative to the working directory
     prepare: bash data-prep/iwslt14.sh -s de -t en   # run when `data` has no dictionary
-    seed: 1                           # --seeds S [S ...] runs every config once per seed instead
-    count_module: encoder.lstm        # also count this submodule's parameters (optional)
     train: {task: translation, arch: phm_transformer_iwslt, phm-n: 4, ...}  # fairseq-train options
     evaluate:
       kind: bleu                      # fairseq-generate, then sacrebleu on the detokenized output
       reference: "{data}/raw/test.en"
       generate: {gen-subset: test, beam: 5, lenpen: 0.6, ...}  # fairseq-generate options
-      epochs: [1, 2, 4]               # also evaluate the end-of-epoch checkpoints (optional)
-    # or  evaluate: {kind: accuracy, subset: test}   (phm-evaluate, for classification tasks)
-    teacher: transformer.yaml         # a run this one builds on (same seed; run first if not done)
-    distill: true                     # train on the teacher's translations of the training source
-    init: {command: "cp {teacher}/checkpoints/checkpoint_best.pt {run}/init.pt"}   # start from it
 
 Option values and commands may use {data}, {run} and {teacher}; true stands for a bare flag,
 false or null leave it out. Files named _*.yaml are bases for `extends` and are not run.
@@ -63,7 +55,8 @@ def main(argv=None):
     parser = argparse.ArgumentParser(
         prog="phm-run", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("configs", nargs="+", help="config files or folders of them")
+    parser.add_argument("configs", nargs="*", help="config files or folders of them")
+    parser.add_argument("--schema", action="store_true", help="print every key a config may have, and exit")
     parser.add_argument(
         "--runs-dir", type=Path, default=Path("work/runs"), help="where runs live (default: %(default)s)"
     )
@@ -81,6 +74,13 @@ def main(argv=None):
         "(only files phm-run made), then train and evaluate again",
     )
     args = parser.parse_args(argv)
+    if args.schema:
+        from phm_experiments.config import schema_table
+
+        print(schema_table(), end="")
+        return 0
+    if not args.configs:
+        parser.error("give config files or folders of them (or --schema)")
 
     from phm_experiments.commands import CommandFailed
     from phm_experiments.config import ConfigError
