@@ -16,12 +16,11 @@ from phm_fairseq.modules import PHMLinear
 
 from .common import (
     RESULTS,
-    cuda_sync,
     default_threads,
     environment,
     fresh_process,
-    interleaved_ratio,
     peak_rss_during,
+    timed_ratio,
     write_report,
 )
 
@@ -116,8 +115,6 @@ def main():
     dtype_name = args.dtype or ("bfloat16" if args.device == "cuda" else "float32")
     dtype = getattr(torch, dtype_name)
     default_threads()
-    sync = cuda_sync if args.device == "cuda" else (lambda: None)
-    iters = 20 if args.device == "cuda" else 3
     torch.manual_seed(0)
     rows = []
     for d, k in SHAPES:
@@ -126,13 +123,11 @@ def main():
         dense_memory = peak_memory_bytes(0, d, k, args.tokens, args.device, dtype)
         for n in NS:
             phm = make_layer(n, d, k, args.device, dtype)
-            train_s, dense_train_s, train_ratio = interleaved_ratio(
-                training_step(phm, x), training_step(dense, x), iters, args.rounds, sync
+            train_s, dense_train_s, train_ratio, _ = timed_ratio(
+                training_step(phm, x), training_step(dense, x), args.rounds
             )
             phm.eval(), dense.eval()
-            eval_s, dense_eval_s, eval_ratio = interleaved_ratio(
-                eval_forward(phm, x), eval_forward(dense, x), iters, args.rounds, sync
-            )
+            eval_s, dense_eval_s, eval_ratio, _ = timed_ratio(eval_forward(phm, x), eval_forward(dense, x), args.rounds)
             phm.train(), dense.train()
             memory = peak_memory_bytes(n, d, k, args.tokens, args.device, dtype)
             row = {
@@ -178,7 +173,8 @@ def main():
     ]
     notes = (
         f"{args.tokens} tokens, {dtype_name}; ratios are medians over {args.rounds} rounds that "
-        f"alternate PHM and dense ({iters} steps a round). Targets: forward+backward <= "
+        "alternate PHM and dense (torch.utils.benchmark's blocked_autorange, >= 0.2 s a side). "
+        f"Targets: forward+backward <= "
         f"{TRAIN_TARGET}x, eval forward <= {EVAL_TARGET}x (H cached). Peak memory: "
         + (
             "torch.cuda.max_memory_allocated above the layer and input."

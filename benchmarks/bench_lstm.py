@@ -15,7 +15,7 @@ from torch.nn.utils.rnn import PackedSequence, pack_padded_sequence
 
 from phm_fairseq.modules import HypercomplexLSTM, LinearSpec
 
-from .common import RESULTS, cuda_sync, default_threads, environment, interleaved_ratio, write_report
+from .common import RESULTS, default_threads, environment, timed_ratio, write_report
 
 TARGET = 1.15
 VARIANTS = [  # (name, spec, gate layout, packed input)
@@ -41,21 +41,19 @@ def make_input(args, packed: bool):
     return PackedSequence(packed.data.requires_grad_(), *packed[1:])
 
 
-def training_step(lstm, x, sync):
+def training_step(lstm, x):
     def step():
         lstm.zero_grad(set_to_none=True)
         out, _ = lstm(x)
         (out.data if hasattr(out, "batch_sizes") else out).sum().backward()
-        sync()
 
     return step
 
 
-def eval_forward(lstm, x, sync):
+def eval_forward(lstm, x):
     def forward():
         with torch.inference_mode():
             lstm(x)
-        sync()
 
     return forward
 
@@ -86,27 +84,20 @@ def main():
     parser.add_argument("--length", type=int, default=30)
     parser.add_argument("--batch", type=int, default=256)
     parser.add_argument("--rounds", type=int, default=10, help="alternating timing rounds")
-    parser.add_argument("--iters", type=int, default=None, help="steps a round (default: 2 on CPU, 20 on CUDA)")
     parser.add_argument("--threads", type=int, default=None, help="CPU threads (default: every core)")
     args = parser.parse_args()
     default_threads()
     if args.threads:
         torch.set_num_threads(args.threads)
-    sync = cuda_sync if args.device == "cuda" else (lambda: None)
-    iters = args.iters or (20 if args.device == "cuda" else 2)
     torch.manual_seed(0)
     rows = []
     for name, spec, layout, packed in VARIANTS:
         x = make_input(args, packed)
         ref = nn.LSTM(args.size, args.size).to(args.device)
         ours = HypercomplexLSTM(args.size, args.size, spec, gate_layout=layout).to(args.device)
-        train_s, ref_train_s, train_ratio = interleaved_ratio(
-            training_step(ours, x, sync), training_step(ref, x, sync), iters, args.rounds
-        )
+        train_s, ref_train_s, train_ratio, _ = timed_ratio(training_step(ours, x), training_step(ref, x), args.rounds)
         ours.eval(), ref.eval()
-        eval_s, ref_eval_s, eval_ratio = interleaved_ratio(
-            eval_forward(ours, x, sync), eval_forward(ref, x, sync), iters, args.rounds
-        )
+        eval_s, ref_eval_s, eval_ratio, _ = timed_ratio(eval_forward(ours, x), eval_forward(ref, x), args.rounds)
         row = {
             "model": name,
             "packed": packed,
@@ -145,8 +136,9 @@ def main():
     notes = (
         f"{args.size} -> {args.size}, length {args.length}, batch {args.batch}, float32, one layer, unidirectional; "
         f"packed rows: lengths spread from {args.length} to {args.length // 2}. Ratios are medians over "
-        f"{args.rounds} rounds that alternate the model and nn.LSTM ({iters} steps a round), so drift of the "
-        "machine falls on both. nn.LSTM has two bias vectors, the PHM-LSTM's y = PHM(x) + PHM(h) + b one. "
+        f"{args.rounds} rounds that alternate the model and nn.LSTM (torch.utils.benchmark's blocked_autorange, "
+        ">= 0.2 s a side), so drift of the machine falls on both. "
+        "nn.LSTM has two bias vectors, the PHM-LSTM's y = PHM(x) + PHM(h) + b one. "
         "The CPU is shared with other jobs: absolute times vary, the interleaved ratios much less."
     )
     report = write_report(name, f"PHM-LSTM vs nn.LSTM ({args.device})", env, columns, rows, notes)

@@ -19,13 +19,12 @@ import torch
 from .common import (
     REPO,
     RESULTS,
-    cuda_sync,
     default_threads,
     environment,
     fresh_process,
-    interleaved_ratio,
     peak_rss_during,
     prepare_multi30k,
+    timed_ratio,
     write_report,
 )
 
@@ -194,7 +193,6 @@ def main():
     prepare_multi30k(args.data)
 
     default_threads()
-    sync = cuda_sync if args.device == "cuda" else (lambda: None)
     built = {name: build(name, args, args.device) for name in MODELS}
     dense_model, _, task, cfg = built["dense twin"]
     train_samples = batches(task, "train", args.train_batches, args.device, max_tokens=cfg.max_tokens)
@@ -217,12 +215,10 @@ def main():
     rows = []
     for name, (model, _criterion, _task, _cfg) in built.items():
         model.train()
-        step_s, dense_step_s, train_ratio = interleaved_ratio(
-            step_of(name), dense_step, len(train_samples), args.rounds, sync
-        )
+        step_s, dense_step_s, train_ratio, _ = timed_ratio(step_of(name), dense_step, args.rounds)
         model.eval()
-        gen_s, dense_gen_s, gen_ratio = interleaved_ratio(
-            generation(model, task, test_samples, args.length), dense_generate, 1, args.rounds, sync
+        gen_s, dense_gen_s, gen_ratio, _ = timed_ratio(
+            generation(model, task, test_samples, args.length), dense_generate, args.rounds
         )
         counts = count_parameters(model)
         memory = peak_memory_mib(name, args)

@@ -1,16 +1,20 @@
-"""What every benchmark shares: timing, the machine's description, JSON + Markdown reports."""
+"""What every benchmark shares: timing (torch.utils.benchmark), the machine's description (CPU model and
+instruction sets), JSON + Markdown reports."""
 
+import gc
 import json
 import logging
 import os
+import re
 import shlex
 import statistics
 import subprocess
 import sys
-import time
 from pathlib import Path
+from typing import NamedTuple
 
 import torch
+import torch.utils.benchmark as benchmark
 
 from phm_experiments import provenance
 
@@ -28,25 +32,41 @@ def prepare_multi30k(data: str) -> None:
         subprocess.run(["bash", str(script), "--src-dir", str(source), "--out", data], check=True)
 
 
-def interleaved_ratio(fn, baseline, iters: int, rounds: int, sync=lambda: None):
-    """Times ``fn`` and ``baseline`` in alternating rounds, so that drift of the machine
-    (clock, other load) falls on both; returns (median fn s, median baseline s, median ratio)."""
-    for f in (fn, baseline, fn, baseline):
-        f()
-    sync()
-    ratios, fn_times, base_times = [], [], []
-    for _ in range(rounds):
-        pair = []
-        for f in (fn, baseline):
-            start = time.perf_counter()
-            for _ in range(iters):
-                f()
-            sync()
-            pair.append((time.perf_counter() - start) / iters)
-        fn_times.append(pair[0])
-        base_times.append(pair[1])
-        ratios.append(pair[0] / pair[1])
-    return statistics.median(fn_times), statistics.median(base_times), statistics.median(ratios)
+class Timing(NamedTuple):
+    seconds: float  # median seconds a call of the measured function, over the rounds
+    baseline_seconds: float
+    ratio: float  # median over the rounds of (its time / the baseline's time) in that round
+    measurements: list  # torch.utils.benchmark Measurements, both sides, every round (for Compare)
+
+
+def timed_ratio(fn, baseline, rounds: int, min_run_time: float = 0.2, label: str = "", sub_label: str = "") -> Timing:
+    """``fn`` against ``baseline`` with torch.utils.benchmark: each round measures both with
+    Timer.blocked_autorange (a first timing run to size the blocks, then blocks of calls for at
+    least ``min_run_time`` seconds; CUDA synchronised by the Timer), at this process's thread count,
+    in an order that alternates round by round, after a garbage collection, so that neither side
+    always runs first or inherits the other's garbage, and drift of the machine falls on both."""
+    threads = torch.get_num_threads()
+    timers = {
+        side: benchmark.Timer(
+            stmt="f()", globals={"f": f}, num_threads=threads, label=label, sub_label=sub_label, description=side
+        )
+        for side, f in (("measured", fn), ("baseline", baseline))
+    }
+    medians = {"measured": [], "baseline": []}
+    measurements = []
+    for round_ in range(rounds):
+        for side in ("measured", "baseline") if round_ % 2 == 0 else ("baseline", "measured"):
+            gc.collect()
+            measurement = timers[side].blocked_autorange(min_run_time=min_run_time)
+            medians[side].append(measurement.median)
+            measurements.append(measurement)
+    ratios = [a / b for a, b in zip(medians["measured"], medians["baseline"])]
+    return Timing(
+        statistics.median(medians["measured"]),
+        statistics.median(medians["baseline"]),
+        statistics.median(ratios),
+        measurements,
+    )
 
 
 def write_report(
@@ -62,7 +82,7 @@ def write_report(
     lines = [
         f"# {title}",
         "",
-        f"`{env['command']}` on {env['device']} ({env['threads']} threads), {env['date']}; "
+        f"`{env['command']}` on {env['device']} ({machine(env)}; {env['threads']} threads), {env['date']}; "
         f"Python {env['python']}, torch {env['torch']}, fairseq {env['fairseq']}, "
         f"phm-fairseq {env['phm_fairseq']} @ {env['git_commit']}.",
         "",
@@ -76,6 +96,13 @@ def write_report(
     path = directory / f"{name}.md"
     path.write_text("\n".join(lines))
     return path
+
+
+def machine(env: dict) -> str:
+    """The CPU's instruction sets as a report names them: torch's capability and the flags."""
+    if "cpu_capability" not in env:
+        return "instruction sets not recorded"
+    return f"torch CPU capability {env['cpu_capability']}, {' '.join(env['instruction_sets']) or 'no AVX'}"
 
 
 def peak_rss_during(fn) -> int:
@@ -95,11 +122,30 @@ def _proc_status_bytes(field: str) -> int:
     raise RuntimeError(f"{field} not in /proc/self/status: peak memory needs Linux")
 
 
+# the instruction sets that decide which kernels torch's CPU matmuls and our products run
+INSTRUCTION_SETS = ("avx2", "fma", "f16c", "avx512f", "avx512bw", "avx512_vnni", "avx512_bf16", "avx_vnni", "amx_tile")
+
+
+def instruction_sets() -> list:
+    """Which of INSTRUCTION_SETS this CPU has (Linux's /proc/cpuinfo flags; [] elsewhere)."""
+    try:
+        flags = re.search(r"^flags\s*:(.*)$", Path("/proc/cpuinfo").read_text(), re.MULTILINE)
+    except OSError:
+        return []
+    present = set(flags.group(1).split()) if flags else set()
+    return [name for name in INSTRUCTION_SETS if name in present]
+
+
 def environment(device: str = "cpu") -> dict:
-    """The provenance of a report, with the command as one types it: python -m benchmarks.NAME ..."""
+    """The provenance of a report, with the command as one types it (python -m benchmarks.NAME ...),
+    the CPU's instruction sets and the kernels torch picked for them (its CPU capability)."""
     spec = getattr(sys.modules["__main__"], "__spec__", None)
     command = shlex.join(["python", "-m", spec.name, *sys.argv[1:]]) if spec is not None else None
-    return provenance.environment(device, command=command)
+    return {
+        **provenance.environment(device, command=command),
+        "cpu_capability": torch.backends.cpu.get_cpu_capability(),
+        "instruction_sets": instruction_sets(),
+    }
 
 
 def fresh_process(module: str, *args) -> str:
