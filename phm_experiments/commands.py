@@ -6,7 +6,6 @@ are read as bytes and split on "\\n" only.
 """
 
 import contextlib
-import importlib.util
 import io
 import os
 import shlex
@@ -19,17 +18,23 @@ from pathlib import Path
 from .config import ConfigError, fill
 from .fairseq_train import COMMAND, training_arguments
 
-# the plugin's package folder, passed to fairseq as --user-dir (found without importing it: that imports fairseq)
-PLUGIN_DIR = Path(importlib.util.find_spec("phm_fairseq").submodule_search_locations[0]).resolve()
 # fairseq prefetches batches in a thread (--data-buffer-size, 10 by default) that can abort the
 # process at exit, after its work ("terminate called without an active exception"; see
 # docs/troubleshooting.md); 0 reads them in the main thread, the DataLoader workers still prepare them
 NO_PREFETCH_THREAD = ("--data-buffer-size", "0")
 
 
+def plugin_dir() -> str:
+    """The plugin's package folder, passed to fairseq as --user-dir (imported here, not with this
+    module: importing the plugin imports fairseq)."""
+    from phm_fairseq import PLUGIN_DIR
+
+    return PLUGIN_DIR
+
+
 def fairseq_train_command(data, *arguments) -> list:
     """fairseq-train as phm-run runs it (fairseq_train.py: early stopping that survives a resume)."""
-    return [*COMMAND, str(data), "--user-dir", str(PLUGIN_DIR), *NO_PREFETCH_THREAD, *arguments]
+    return [*COMMAND, str(data), "--user-dir", plugin_dir(), *NO_PREFETCH_THREAD, *arguments]
 
 
 def fairseq_generate_command(data, checkpoint, *arguments) -> list:
@@ -38,7 +43,7 @@ def fairseq_generate_command(data, checkpoint, *arguments) -> list:
         "fairseq-generate",
         str(data),
         "--user-dir",
-        str(PLUGIN_DIR),
+        plugin_dir(),
         "--path",
         str(checkpoint),
         *NO_PREFETCH_THREAD,

@@ -5,9 +5,15 @@ models, tasks and criterions, and changes nothing else in the process. The layer
 ``phm_fairseq.modules`` are plain PyTorch and work without fairseq installed.
 """
 
+import os
+
 __version__ = "0.1.0"
 
-from . import modules  # noqa: F401
+PLUGIN_DIR = os.path.dirname(os.path.abspath(__file__))
+"""The plugin's package folder: fairseq's --user-dir (fairseq accepts it once the plugin is
+imported only as an entry of ``phm_fairseq.__path__``, which this is)."""
+
+from . import modules  # noqa: E402, F401
 
 try:
     import fairseq  # noqa: F401

@@ -579,6 +579,40 @@ def test_other_sizes_are_refused_with_both_and_the_matching_architecture(dense_t
     compress_cli.check_sizes("demo.pt", demo, "phm_transformer_demo", {})  # the same sizes pass
 
 
+def test_the_model_flags_are_the_models_declarations():
+    """phm-compress declares none of the target's flags itself: each is the models' own (linear_args.py),
+    with only what phm-compress changes on purpose; every model flag is either taken or refused."""
+    from phm_fairseq.models import linear_args
+
+    declared = {**linear_args.LINEAR_FLAGS, **linear_args.TRANSFORMER_FLAGS}
+    assert set(declared) - set(compress_cli.HONOURED) == {"--linear-kind", "--phm-shared-rule"}
+    actions = {option: action for action in compress_cli.build_parser()._actions for option in action.option_strings}
+    for flag in compress_cli.HONOURED:
+        action, declaration = actions[flag], declared[flag]
+        assert action.dest == linear_args.dest(flag)
+        assert (action.type, action.choices, action.metavar, action.nargs) == (
+            declaration.get("type"),
+            declaration.get("choices"),
+            declaration.get("metavar"),
+            0 if declaration.get("action") == "store_true" else None,
+        )
+        assert action.default is None  # not given: the architecture decides
+        assert action.help.startswith(declaration["help"]) or action.help == argparse.SUPPRESS
+    assert set(compress_cli.HYPERCOMPLEX_KEYS) == {linear_args.dest(flag) for flag in declared}
+    assert compress_cli.build_parser().get_default("dense_ffn") is None
+    assert compress_cli.parse_args(["d.pt", "--arch", "a", "--out", "o", "--dense-ffn"]).dense_ffn is True
+
+
+def test_the_plugin_folder_is_one_path():
+    import phm_fairseq
+    from phm_experiments import commands
+
+    assert phm_fairseq.PLUGIN_DIR in phm_fairseq.__path__  # what fairseq's --user-dir check compares
+    assert compress_cli.PLUGIN_DIR is phm_fairseq.PLUGIN_DIR
+    assert commands.fairseq_train_command("DATA")[-4:-2] == ["--user-dir", phm_fairseq.PLUGIN_DIR]
+    assert commands.fairseq_generate_command("DATA", "c.pt")[2:4] == ["--user-dir", phm_fairseq.PLUGIN_DIR]
+
+
 @pytest.mark.slow
 def test_bad_flags_are_refused(dense_twin, tmp_path):
     out = tmp_path / "out.pt"

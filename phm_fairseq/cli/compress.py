@@ -23,13 +23,12 @@ import argparse
 import copy
 import json
 import logging
-import os
 import sys
 import warnings
 
 import torch
 
-import phm_fairseq  # noqa: F401  (registers the plugin's models; safe checkpoint loading)
+from phm_fairseq import PLUGIN_DIR  # (importing the plugin registers its models; safe checkpoint loading)
 from phm_fairseq.cli.checkpoint_files import (
     RefusedInput,
     check_out,
@@ -39,27 +38,32 @@ from phm_fairseq.cli.checkpoint_files import (
     written_in_place,
 )
 from phm_fairseq.models.compress import CompressionError, compress_into, total_relative_error
-from phm_fairseq.modules import RULES, count_parameters
+from phm_fairseq.models.linear_args import LINEAR_FLAGS, TRANSFORMER_FLAGS, dest
+from phm_fairseq.modules import count_parameters
 
-PLUGIN_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 HYPERCOMPLEX_KINDS = ("phm", "quaternion")
 SIZE_KEYS = tuple(
     f"{side}_{key}"
     for side in ("encoder", "decoder")
     for key in ("layers", "embed_dim", "ffn_embed_dim", "attention_heads")
 )
+MODEL_FLAGS = {**LINEAR_FLAGS, **TRANSFORMER_FLAGS}
+"""The target models' own flags, as the models declare them (models/linear_args.py)."""
+HONOURED = {
+    "--phm-n": "Default: the architecture's, 4",
+    "--phm-rule": "phm-compress fits learned as the nearest sum of N Kronecker products, an algebra rule as "
+    "the algebra's A with S fitted to it",
+    "--phm-rank": "phm-compress fits each S_i's nearest rank-R factors",
+    "--qkv-projection": "phm-compress stacks the dense q, k and v for fused",
+    "--dense-ffn": "phm-compress copies them exactly",
+    "--quaternion-attention": None,  # accepted only to be refused with its reason (check_target); not in --help
+}
+"""The model flags that phm-compress takes (the others are refused, see parse_args), each with
+what it does with it (added to the model's help). --linear-kind: the architecture decides it;
+--phm-shared-rule: one A for many layers is not fitted."""
 # The target's own flags: the architecture decides them, not the dense model's arguments.
-HYPERCOMPLEX_KEYS = (
-    "linear_kind",
-    "phm_n",
-    "phm_rule",
-    "phm_rank",
-    "phm_shared_rule",
-    "qkv_projection",
-    "dense_ffn",
-    "quaternion_attention",
-)
-GIVEN_KEYS = ("phm_n", "phm_rule", "phm_rank", "qkv_projection", "dense_ffn", "quaternion_attention")
+HYPERCOMPLEX_KEYS = tuple(dest(name) for name in MODEL_FLAGS)
+GIVEN_KEYS = tuple(dest(name) for name in HONOURED)
 
 
 def flag(key: str) -> str:
@@ -105,33 +109,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--force", action="store_true", help="overwrite --out if it exists")
     parser.add_argument("--json", action="store_true", help="print the report as one JSON line")
     model = parser.add_argument_group("target model (the flags phm-compress can honour)")
-    model.add_argument(
-        "--phm-n",
-        type=int,
-        metavar="N",
-        help="PHM architectures: number of Kronecker products (default: the architecture's, 4)",
-    )
-    model.add_argument(
-        "--phm-rule",
-        choices=RULES,
-        help="PHM architectures: learned (default: the nearest sum of N Kronecker products), "
-        "algebra-init or algebra-frozen (A is the algebra's rule, S fitted to it)",
-    )
-    model.add_argument(
-        "--phm-rank",
-        type=int,
-        metavar="R",
-        help="PHM architectures: each S_i of rank R (its nearest rank-R factors; default: full rank)",
-    )
-    model.add_argument(
-        "--qkv-projection",
-        choices=["fused", "separate"],
-        help="self-attention Q, K, V as one projection (fused: q, k, v stacked) or three",
-    )
-    model.add_argument(
-        "--dense-ffn", action="store_true", default=None, help="keep the feed-forward layers dense (copied exactly)"
-    )
-    model.add_argument("--quaternion-attention", action="store_true", default=None, help=argparse.SUPPRESS)
+    for name, note in HONOURED.items():
+        declaration = dict(MODEL_FLAGS[name])
+        declaration["help"] = f"{declaration['help']}. {note}" if note else argparse.SUPPRESS
+        if declaration.get("action") == "store_true":
+            declaration["default"] = None  # None: not given, the architecture decides (as for the other flags)
+        model.add_argument(name, **declaration)
     sizes = parser.add_argument_group("sizes (must equal the checkpoint's; needed where --arch's own differ)")
     for key in SIZE_KEYS:
         sizes.add_argument(flag(key), dest=key, type=int, metavar="N")
@@ -144,7 +127,7 @@ def parse_args(argv):
     if unknown:
         parser.error(
             f"cannot honour {' '.join(unknown)}: phm-compress sets only the architecture, its hypercomplex "
-            f"flags ({', '.join(flag(k) for k in GIVEN_KEYS[:-1])}) and sizes equal to the "
+            f"flags ({', '.join(name for name, note in HONOURED.items() if note)}) and sizes equal to the "
             f"checkpoint's; give training options to fairseq-train when fine-tuning"
             + (
                 "; a shared rule (one A for many layers) is not fitted: compress without it and fine-tune"

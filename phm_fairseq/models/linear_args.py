@@ -1,54 +1,88 @@
-"""The command-line flags of every model's linear maps, and the one function that maps them to a LinearSpec."""
+"""The command-line flags of every model's linear maps, and the one function that maps them to a LinearSpec.
+
+Each flag is declared once, as argparse's keyword arguments in a table (LINEAR_FLAGS: every
+model's; TRANSFORMER_FLAGS: the Transformers' besides), that the models' add_args and phm-compress
+read: a flag added or changed here is one of theirs too."""
 
 from ..modules import KINDS, RULES, SHARED_RULE_SCOPES, LinearSpec
 
-PHM_FLAGS = {
-    "phm_n": "--phm-n",
-    "phm_rule": "--phm-rule",
-    "phm_rank": "--phm-rank",
-    "phm_shared_rule": "--phm-shared-rule",
-}
-"""The flags of PHM models only, by the attribute that argparse gives them."""
-
-
-def add_linear_args(parser) -> None:
-    group = parser.add_argument_group("hypercomplex layers (phm-fairseq)")
-    group.add_argument(
-        "--linear-kind",
+LINEAR_FLAGS = {
+    "--linear-kind": dict(
         choices=KINDS,
         help="how the linear maps of the model's layers are built: dense (nn.Linear), phm or quaternion "
         "(Hamilton products); the architecture sets it (phm_* archs: phm, quaternion_*: quaternion, "
         "the others: dense)",
-    )
-    group.add_argument(
-        "--phm-n",
+    ),
+    "--phm-n": dict(
         type=int,
         metavar="N",
         help="PHM models: number of Kronecker products; every PHM layer has 1/N of the weights "
         "of the dense layer it replaces. N must divide every feature size of the model",
-    )
-    group.add_argument(
-        "--phm-rule",
+    ),
+    "--phm-rule": dict(
         choices=RULES,
         metavar="RULE",
         help="PHM models: how the A_i are obtained: learned (default; random start), algebra-init "
         "(learned from the rule of the N-dim Cayley-Dickson algebra) or algebra-frozen "
         "(fixed to that rule); the algebra rules need N in 1, 2, 4, 8, 16",
-    )
-    group.add_argument(
-        "--phm-shared-rule",
+    ),
+    "--phm-shared-rule": dict(
         choices=SHARED_RULE_SCOPES,
         help="PHM models: one A (the N^3 rule) for every PHM layer of the model, or one per side "
         "(encoder, decoder), as Compacter's shared_phm_rule; the rule is a parameter counted once. "
         "Default: every layer learns its own A",
-    )
-    group.add_argument(
-        "--phm-rank",
+    ),
+    "--phm-rank": dict(
         type=int,
         metavar="R",
         help="PHM models: each S_i is the product of (out/N x R) and (R x in/N) factors, as Compacter's "
         "factorized weights: R*(out+in) weights per layer instead of out*in/N. Default: full S_i",
-    )
+    ),
+}
+"""Every model's flags of its linear maps: argparse's keyword arguments by flag."""
+
+TRANSFORMER_FLAGS = {
+    "--qkv-projection": dict(
+        choices=["fused", "separate"],
+        help="self-attention Q, K, V: one projection of output 3 x embed_dim split three "
+        "ways (fused, as Zhang et al. write it; the default of PHM models) or three "
+        "projections (separate; the default of the others)",
+    ),
+    "--dense-ffn": dict(
+        action="store_true",
+        help="keep the feed-forward layers dense: only the attention projections are "
+        "hypercomplex (the 'partial' variant of Tay et al.)",
+    ),
+    "--quaternion-attention": dict(
+        action="store_true",
+        help="quaternion models: Tay et al.'s attention, four logit maps from the Hamilton product of "
+        "Q and K, one softmax each, each weighting its component of V (needs --qkv-projection separate)",
+    ),
+}
+"""The flags of the plugin's Transformers (translation and classification) besides LINEAR_FLAGS."""
+
+
+def dest(flag: str) -> str:
+    """The attribute that argparse gives ``flag``: --phm-n: phm_n."""
+    return flag.removeprefix("--").replace("-", "_")
+
+
+PHM_FLAGS = {dest(flag): flag for flag in LINEAR_FLAGS if flag.startswith("--phm-")}
+"""The flags of PHM models only, by the attribute that argparse gives them."""
+
+
+def add_flags(group, flags: dict) -> None:
+    """Adds ``flags`` (a table as LINEAR_FLAGS: keyword arguments by flag) to an argparse parser or group."""
+    for flag, declaration in flags.items():
+        group.add_argument(flag, **declaration)
+
+
+def add_linear_args(parser) -> None:
+    add_flags(parser.add_argument_group("hypercomplex layers (phm-fairseq)"), LINEAR_FLAGS)
+
+
+def add_transformer_args(parser) -> None:
+    add_flags(parser.add_argument_group("hypercomplex Transformer (phm-fairseq)"), TRANSFORMER_FLAGS)
 
 
 def linear_spec_from_args(args, feature_sizes: dict) -> LinearSpec:

@@ -22,7 +22,7 @@ from fairseq.modules.transformer_layer import TransformerDecoderLayerBase, Trans
 
 from ..modules import LinearSpec
 from .attention import HypercomplexMultiheadAttention
-from .linear_args import add_linear_args, linear_spec_from_args
+from .linear_args import add_linear_args, add_transformer_args, linear_spec_from_args
 from .quaternion_attention import QuaternionMultiheadAttention
 from .task_check import require_translation_task
 
@@ -145,26 +145,7 @@ class HypercomplexTransformerDecoder(TransformerDecoderBase):
 def add_hypercomplex_args(parser) -> None:
     """The flags of the plugin's Transformers beyond fairseq's own."""
     add_linear_args(parser)
-    group = parser.add_argument_group("hypercomplex Transformer (phm-fairseq)")
-    group.add_argument(
-        "--qkv-projection",
-        choices=["fused", "separate"],
-        help="self-attention Q, K, V: one projection of output 3 x embed_dim split three "
-        "ways (fused, as Zhang et al. write it; the default of PHM models) or three "
-        "projections (separate; the default of the others)",
-    )
-    group.add_argument(
-        "--dense-ffn",
-        action="store_true",
-        help="keep the feed-forward layers dense: only the attention projections are "
-        "hypercomplex (the 'partial' variant of Tay et al.)",
-    )
-    group.add_argument(
-        "--quaternion-attention",
-        action="store_true",
-        help="quaternion models: Tay et al.'s attention, four logit maps from the Hamilton product of "
-        "Q and K, one softmax each, each weighting its component of V (needs --qkv-projection separate)",
-    )
+    add_transformer_args(parser)
 
 
 def linear_maps_from_args(args, sides=("encoder", "decoder")) -> TransformerLinearMaps:
