@@ -28,6 +28,7 @@ converged: install
 	scripts/converged.sh
 
 converged-report: install
+	$(VENV)/bin/phm-collect work/runs/converged/multi30k_lr_check --out results/converged_multi30k_lr_check --title "Multi30k en-de, the learning-rate check (8 epochs, 1 seed): BLEU on test2016"
 	$(VENV)/bin/phm-collect work/runs/converged/multi30k --out results/converged_multi30k --title "Multi30k en-de trained to convergence: BLEU on test2016"
 	$(VENV)/bin/phm-collect work/runs/converged/shakespeare --out results/converged_shakespeare --title "Modern -> Shakespeare trained to convergence: BLEU on the official valid split (selection on held-out training pairs)"
 	$(VENV)/bin/phm-collect work/runs/converged/sick --out results/converged_sick --title "SICK trained to convergence: accuracy on SICK trial"

@@ -31,7 +31,6 @@ from pydantic import (
     ValidationInfo,
     WithJsonSchema,
     field_validator,
-    model_validator,
 )
 
 PLACEHOLDERS = ("data", "run", "teacher")
@@ -243,47 +242,6 @@ class Config(Section):
     _path: Path = PrivateAttr()
     _values: dict = PrivateAttr()
 
-    @model_validator(mode="after")
-    def _rules_between_keys(self, info: ValidationInfo):
-        problems = []
-        train, evaluate = self.train, self.evaluate
-        if not train.get("arch"):
-            problems.append("train.arch: missing (the fairseq architecture, e.g. phm_transformer_iwslt)")
-        if self.teacher is None and "{teacher}" in json.dumps(info.context["values"]):
-            problems.append("{teacher} is used, but the config has no `teacher`")
-        if self.teacher is not None:
-            if not self.teacher.is_file():
-                problems.append(f"teacher: no config file {self.teacher}")
-            elif self.teacher == info.context["path"]:
-                problems.append("teacher: a config cannot be its own teacher")
-        if self.distill is not None:
-            if self.teacher is None:
-                problems.append("distill: needs a `teacher` config, whose model translates the training source")
-            if evaluate.kind != "bleu":
-                problems.append("distill: sequence-level distillation is for translation (evaluate.kind bleu)")
-        if (evaluate.epochs or evaluate.average_last) and train.get("no-epoch-checkpoints"):
-            problems.append(
-                "evaluate.epochs and evaluate.average_last need fairseq's end-of-epoch checkpoints "
-                "(checkpointN.pt): set train.no-epoch-checkpoints: false"
-            )
-        kept = train.get("keep-last-epochs")
-        if evaluate.average_last and isinstance(kept, int) and 0 <= kept < evaluate.average_last:
-            problems.append(
-                f"evaluate.average_last {evaluate.average_last}: train.keep-last-epochs {kept} keeps fewer "
-                "epoch checkpoints"
-            )
-        if 0 in evaluate.epochs and self.init is None:
-            problems.append(
-                "evaluate.epochs: epoch 0 is the init checkpoint (the model before any training), "
-                "but the config has no init"
-            )
-        max_epoch = train.get("max-epoch")
-        if evaluate.epochs and isinstance(max_epoch, int) and max(evaluate.epochs) > max_epoch:
-            problems.append(f"evaluate.epochs: epoch {max(evaluate.epochs)} is past train.max-epoch {max_epoch}")
-        if problems:
-            raise ValueError("\n".join(problems))
-        return self
-
     @property
     def path(self) -> Path:
         return self._path
@@ -430,13 +388,62 @@ def describe(error: dict, values: dict) -> str:
     return f"{where}: {message[0].lower()}{message[1:]}, got {error['input']!r}"
 
 
+def rules_between_keys(values: dict, path: Path) -> list:
+    """The problems between keys, which no one key's type says: checked on the mapping as read, so
+    that they are listed with the problems of single keys (each rule looks only at keys of the
+    types it needs; the schema reports wrong types)."""
+    problems = []
+    mapping = lambda key: values.get(key) if isinstance(values.get(key), dict) else {}  # noqa: E731
+    train, evaluate = mapping("train"), mapping("evaluate")
+    if "train" in values and not train.get("arch"):
+        problems.append("train.arch: missing (the fairseq architecture, e.g. phm_transformer_iwslt)")
+    teacher = values.get("teacher")
+    if teacher is None and "{teacher}" in json.dumps(values, default=str):
+        problems.append("{teacher} is used, but the config has no `teacher`")
+    if isinstance(teacher, str):
+        if not (path.parent / teacher).resolve().is_file():
+            problems.append(f"teacher: no config file {(path.parent / teacher).resolve()}")
+        elif (path.parent / teacher).resolve() == path:
+            problems.append("teacher: a config cannot be its own teacher")
+    if values.get("distill") not in (None, False):
+        if teacher is None:
+            problems.append("distill: needs a `teacher` config, whose model translates the training source")
+        if evaluate.get("kind") == "accuracy":
+            problems.append("distill: sequence-level distillation is for translation (evaluate.kind bleu)")
+    epochs = evaluate.get("epochs")
+    epochs = sorted(epochs) if isinstance(epochs, list) and all(type(e) is int for e in epochs) else []
+    average_last = evaluate.get("average_last") if type(evaluate.get("average_last")) is int else None
+    if (epochs or average_last) and train.get("no-epoch-checkpoints"):
+        problems.append(
+            "evaluate.epochs and evaluate.average_last need fairseq's end-of-epoch checkpoints "
+            "(checkpointN.pt): set train.no-epoch-checkpoints: false"
+        )
+    kept = train.get("keep-last-epochs")
+    if average_last and type(kept) is int and 0 <= kept < average_last:
+        problems.append(
+            f"evaluate.average_last {average_last}: train.keep-last-epochs {kept} keeps fewer epoch checkpoints"
+        )
+    if 0 in epochs and values.get("init") is None:
+        problems.append(
+            "evaluate.epochs: epoch 0 is the init checkpoint (the model before any training), "
+            "but the config has no init"
+        )
+    max_epoch = train.get("max-epoch")
+    if epochs and type(max_epoch) is int and epochs[-1] > max_epoch:
+        problems.append(f"evaluate.epochs: epoch {epochs[-1]} is past train.max-epoch {max_epoch}")
+    return problems
+
+
 def validate(values: dict, path: Path) -> Config:
     """A Config from a config's mapping, or a ConfigError that lists every problem of it."""
+    problems = []
     try:
-        config = Config.model_validate(values, context={"path": path, "values": values})
+        config = Config.model_validate(values, context={"path": path})
     except ValidationError as error:
-        problems = list(dict.fromkeys(describe(e, values) for e in error.errors(include_url=False)))
-        raise ConfigError(f"{path}:\n" + "\n".join(f"  {p}" for line in problems for p in line.split("\n"))) from None
+        problems = [line for e in error.errors(include_url=False) for line in describe(e, values).split("\n")]
+    problems += rules_between_keys(values, path)
+    if problems:
+        raise ConfigError(f"{path}:\n" + "\n".join(f"  {p}" for p in dict.fromkeys(problems)))
     config._path = path
     config._values = dict(values, seed=config.seed)
     return config

@@ -288,7 +288,7 @@ def test_table5_configs_have_the_papers_encoder_size(sva_data, config, capsys):
     assert spec.count_module == "encoder.layers"  # what phm-run counts beside the whole model
     counts = parameters(capsys, sva_data[0], *model_flags(spec.train), module=spec.count_module)
     assert counts["total"] == TABLE5_ENCODER_LAYERS[config.stem]
-    paper = spec.paper["parameters"]
+    paper = spec.paper.parameters
     assert abs(counts["total"] - paper) / paper < 0.02, (config.stem, counts["total"], paper)
     assert counts["dense_total"] == TABLE5_ENCODER_LAYERS["transformer"]
 
