@@ -16,7 +16,8 @@ and the extra `pip install -e .[experiments]` (pyyaml, matplotlib).
 - distill.py: sequence-level distillation data from a teacher run
 - evaluation.py: BLEU (fairseq-generate + sacrebleu) and accuracy (phm-evaluate)
 - results.py: result.json's typed schema, written by phm-run and read by phm-collect
-- report.py: phm-collect's tables and plots
+- report/: phm-collect: aggregate.py (the runs' seeds averaged into typed rows), tables.py (Markdown
+  and CSV of the rows), plots.py
 """
 
 from .config import Config, ConfigError, expand, load_config  # noqa: F401

@@ -12,6 +12,8 @@ import typing
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from phm_fairseq.modules.parameter_count import ParameterCount
+
 SCHEMA_VERSION = 1
 
 
@@ -19,31 +21,31 @@ class ResultError(ValueError):
     pass
 
 
-@dataclass
-class ModuleParameters:
-    """The parameters of one named submodule (Table 1 counts encoder.lstm, Table 5 encoder.layers)."""
+@dataclass(frozen=True)
+class ModuleParameters(ParameterCount):
+    """The counts of one named submodule (Table 1 counts encoder.lstm, Table 5 encoder.layers)."""
 
     name: str
-    total: int
-    trainable: int
-    embeddings: int
-    dense_total: int
-    without_embeddings: int
-    dense_without_embeddings: int
+
+    def as_dict(self) -> dict:
+        return {"name": self.name, **super().as_dict()}
 
 
-@dataclass
-class Parameters:
+@dataclass(frozen=True)
+class Parameters(ParameterCount):
     """phm_fairseq.modules.count_parameters of the trained model; ``dense_*``: with every PHM or
-    quaternion layer counted as the nn.Linear it stands for."""
+    quaternion layer counted as the nn.Linear it stands for. Written as ParameterCount.as_dict
+    writes it: the counts without embeddings beside the counts they derive from (checked against
+    them on reading)."""
 
-    total: int
-    trainable: int
-    embeddings: int
-    dense_total: int
-    without_embeddings: int
-    dense_without_embeddings: int
-    module: typing.Optional[ModuleParameters] = None
+    module: typing.Optional[ModuleParameters] = None  # the config's count_module
+
+    def as_dict(self) -> dict:
+        return {**super().as_dict(), "module": None if self.module is None else self.module.as_dict()}
+
+
+# what ParameterCount.as_dict writes beside its fields: its properties, derived from them
+DERIVED_COUNTS = ("without_embeddings", "dense_without_embeddings")
 
 
 @dataclass
@@ -164,7 +166,7 @@ class Result:
     schema_version: int = SCHEMA_VERSION
 
     def to_dict(self) -> dict:
-        return dataclasses.asdict(self)
+        return {**dataclasses.asdict(self), "parameters": self.parameters.as_dict()}
 
     def write(self, path: Path) -> None:
         """Written whole or not at all: a run interrupted here leaves no half result."""
@@ -218,10 +220,22 @@ def from_json(kind, value):
             raise TypeError(f"{kind.__name__}: expected an object, got {type(value).__name__}")
         hints = typing.get_type_hints(kind)
         names = {f.name for f in dataclasses.fields(kind)}
+        derived = {}
+        if issubclass(kind, ParameterCount):  # as_dict writes the counts derived from its fields too:
+            # read, checked against the fields, and left to its properties
+            missing = [name for name in DERIVED_COUNTS if name not in value]
+            if missing:
+                raise TypeError(f"{kind.__name__}: missing {', '.join(missing)}")
+            derived = {name: from_json(int, value[name]) for name in DERIVED_COUNTS}
+            value = {name: item for name, item in value.items() if name not in derived}
         unknown = set(value) - names
         if unknown:
             raise ValueError(f"{kind.__name__}: unknown field(s) {', '.join(sorted(unknown))}")
-        return kind(**{name: from_json(hints[name], item) for name, item in value.items()})
+        built = kind(**{name: from_json(hints[name], item) for name, item in value.items()})
+        for name, count in derived.items():
+            if getattr(built, name) != count:
+                raise ValueError(f"{kind.__name__}: {name} is {count}, but its counts make {getattr(built, name)}")
+        return built
     if origin in (list, typing.List):
         if not isinstance(value, list):
             raise TypeError(f"expected a list, got {type(value).__name__}")

@@ -1,6 +1,6 @@
 """Parameter counts with and without embeddings, against the same model with dense layers."""
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 from torch import nn
 
@@ -24,8 +24,13 @@ class ParameterCount:
         return self.dense_total - self.embeddings
 
     def as_dict(self) -> dict:
+        """The counts and the two derived from them, as phm-params --json, phm-compress's and
+        phm-export's reports and phm-run's result.json write them (a subclass adds its own fields)."""
         return {
-            **asdict(self),
+            "total": self.total,
+            "trainable": self.trainable,
+            "embeddings": self.embeddings,
+            "dense_total": self.dense_total,
             "without_embeddings": self.without_embeddings,
             "dense_without_embeddings": self.dense_without_embeddings,
         }

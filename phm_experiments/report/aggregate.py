@@ -1,0 +1,264 @@
+"""The report's figures: the runs below a folder (their result.json) as entries, one per
+evaluation, and their seeds averaged into one Row per config (or epoch, or average of
+checkpoints) and corpus; the tables and the plots are made from these."""
+
+import re
+import statistics
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional
+
+from ..fingerprint import differences
+from ..results import Evaluation, Result
+
+
+class ReportError(RuntimeError):
+    pass
+
+
+@dataclass
+class Entry:
+    """One evaluation of one run, placed in the table: checkpoint_best.pt's, an epoch's, or the
+    average of the last epochs' (evaluate.average_last)."""
+
+    result: Result
+    evaluation: Evaluation
+    row: str
+    column: str
+    dir: Path
+
+    @property
+    def is_best(self) -> bool:
+        """checkpoint_best.pt's evaluation: the run's own row"""
+        return self.evaluation is self.result.evaluation
+
+
+@dataclass
+class Row:
+    """One row of the report: a config (``row``: the config's name, <config>@<N>ep for its
+    checkpoint at the end of epoch N, <config>@avg<N> for the average of its last N epoch
+    checkpoints) on one corpus (``column``), its seeds' runs averaged. The fields are OUT.csv's
+    columns, in its order."""
+
+    arch: Optional[str]
+    metric: str
+    score: float  # the mean over seeds, and its standard deviation (None for one seed)
+    score_std: Optional[float]
+    chrf: Optional[float]  # where every seed has one
+    chrf_std: Optional[float]
+    # where training stopped (runs trained to convergence): each seed's, as "a / b / c"
+    best_epochs: Optional[str]
+    last_epochs: Optional[str]
+    stopped_early: Optional[str]
+    train_hours: Optional[str]
+    seeds: str  # "1 2 3"
+    paper_score: Optional[float]  # the paper's figure (of a finished training: not on an epoch's row)
+    params: int
+    params_no_emb: int
+    dense_params_no_emb: int  # with every PHM or quaternion layer counted as the nn.Linear it stands for
+    module_params: Optional[str]  # the config's count_module: "<name>: <total>"
+    paper_params: Optional[float]
+    train_words_per_s: int
+    s_per_100_updates: float
+    paper_s_per_100_updates: Optional[float]
+    eval_examples_per_s: float
+    inference_seconds: Optional[float]
+    paper_inference_seconds: Optional[float]
+    updates: int  # an epoch's row: the updates of its checkpoint
+    train_commands: list[str]  # one per seed
+    evaluate_commands: list[str]
+    column: str
+    row: str
+    # against the dense model of the same corpus (see run_rows)
+    params_change: Optional[float] = None  # parameters without embeddings, %
+    train_speed_vs_dense: Optional[float] = None
+    eval_speed_vs_dense: Optional[float] = None
+
+
+def load_results(root: Path) -> list[Entry]:
+    """Every run's result.json below ``root``: its evaluations as entries of the table."""
+    if not root.is_dir():
+        raise ReportError(f"{root}: no such folder of runs")
+    entries = []
+    for file in sorted(root.rglob("result.json")):
+        result = Result.read(file)
+        config_dir = file.parent.parent.relative_to(root)  # .../<config>/seed<S>/result.json
+        column = str(config_dir.parent) if str(config_dir.parent) != "." else root.name
+        for evaluation in result.evaluations:
+            row = config_dir.name
+            if evaluation.epoch is not None:
+                row += f"@{evaluation.epoch}ep"
+            elif evaluation.averaged:
+                row += f"@avg{len(evaluation.averaged)}"
+            entries.append(Entry(result, evaluation, row, column, file.parent))
+    if not entries:
+        raise ReportError(f"no result.json under {root} (run `phm-run` first)")
+    return entries
+
+
+def mean(values):
+    values = [v for v in values if v is not None]
+    return sum(values) / len(values) if values else None
+
+
+def is_dense(entry: Entry) -> bool:
+    return entry.result.parameters.dense_total == entry.result.parameters.total
+
+
+def row_order(name: str):
+    """Dense first, then quaternion, then PHM by n: the paper's order; epochs of a run after it, in order."""
+    name, _, variant = name.partition("@")
+    number = re.search(r"(\d+)$", name)
+    return (
+        "quaternion" in name,
+        "phm" in name,
+        int(number.group(1)) if number else 0,
+        name,
+        variant != "",  # a run's own row first (before its epoch 0: the names tie on every other key)
+        variant.startswith("avg"),  # a run's average after its epochs
+        int(re.sub(r"\D", "", variant) or 0),
+    )
+
+
+def ratio(value, reference):
+    return round(value / reference, 3) if value and reference else None
+
+
+def run_rows(entries: list[Entry]) -> list[Row]:
+    """One row per config and corpus: its seeds' runs averaged, set against the corpus's dense model;
+    by corpus, in the paper's order."""
+    groups = {}
+    for entry in entries:
+        groups.setdefault((entry.column, entry.row), []).append(entry)
+    # the dense model of a corpus: its checkpoint_best.pt rows (not its epochs)
+    # (the first in the paper's order where a corpus has several, e.g. a distilled dense student)
+    dense = {}
+    for (column, name), runs in sorted(groups.items(), key=lambda item: row_order(item[0][1])):
+        if is_dense(runs[0]) and "@" not in name:
+            dense.setdefault(column, mean_of(column, name, runs))
+    rows = []
+    for (column, name), runs in groups.items():
+        check_one_config(runs)
+        row = mean_of(column, name, runs)
+        reference = dense.get(column)
+        dense_no_emb = reference.params_no_emb if reference else row.dense_params_no_emb
+        row.params_change = round(100 * (row.params_no_emb / dense_no_emb - 1), 1)
+        row.train_speed_vs_dense = ratio(row.train_words_per_s, reference and reference.train_words_per_s)
+        row.eval_speed_vs_dense = ratio(row.eval_examples_per_s, reference and reference.eval_examples_per_s)
+        rows.append(row)
+    return sorted(rows, key=lambda row: (row.column, row_order(row.row)))
+
+
+def check_one_config(runs: list[Entry]) -> None:
+    """The seeds of one row ran one config: a config edited after some of its seeds ran (and rerun
+    for others only) would otherwise be averaged with them as if it were the same experiment."""
+    first = runs[0].result
+    for entry in runs[1:]:
+        if first.config_values is None or entry.result.config_values is None:
+            continue  # written before results held the config: nothing to compare
+        changes = differences(
+            {k: v for k, v in first.config_values.items() if k != "seed"},
+            {k: v for k, v in entry.result.config_values.items() if k != "seed"},
+        )
+        if changes:
+            raise ReportError(
+                f"{runs[0].column}/{runs[0].row}: seed {first.seed} and seed {entry.result.seed} ran different "
+                "configs, which one row cannot average:\n"
+                + "\n".join(f"  {line}" for line in changes)
+                + f"\nRun phm-run on {first.config} for every seed again (the ones done with the current "
+                "config are kept), or collect the runs in separate folders"
+            )
+
+
+def mean_of(column: str, name: str, runs: list[Entry]) -> Row:
+    """The row ``name`` of ``column``: the figures of its runs, averaged over their seeds (nothing
+    set against the dense model yet)."""
+    first = runs[0].result
+    paper = first.paper or {}
+    evaluation = [entry.evaluation for entry in runs]
+    training = [entry.result.training for entry in runs]
+    scores = [e.score for e in evaluation]
+    module = first.parameters.module
+    inference = mean(
+        e.seconds or (e.examples / e.examples_per_second if e.examples_per_second else None) for e in evaluation
+    )
+    epoch = evaluation[0].epoch
+    chrf = [e.chrf for e in evaluation if e.chrf is not None]
+    return Row(
+        arch=first.arch,
+        metric=evaluation[0].metric,
+        score=round(mean(scores), 2),
+        score_std=round(statistics.stdev(scores), 2) if len(scores) > 1 else None,
+        chrf=round(mean(chrf), 2) if len(chrf) == len(evaluation) else None,
+        chrf_std=round(statistics.stdev(chrf), 2) if len(chrf) == len(evaluation) > 1 else None,
+        best_epochs=seeds_of(t.best_epoch for t in training),
+        last_epochs=seeds_of(t.last_epoch for t in training),
+        stopped_early=seeds_of(t.stopped_early for t in training),
+        train_hours=seeds_of(round(t.total_wall_seconds / 3600, 2) if t.total_wall_seconds else None for t in training),
+        seeds=" ".join(str(entry.result.seed) for entry in runs),
+        paper_score=paper.get(evaluation[0].metric) if epoch is None else None,
+        params=first.parameters.total,
+        params_no_emb=first.parameters.without_embeddings,
+        dense_params_no_emb=first.parameters.dense_without_embeddings,
+        module_params=f"{module.name}: {module.total:,}" if module else None,
+        paper_params=paper.get("parameters"),
+        train_words_per_s=round(mean(t.words_per_second for t in training) or 0),
+        s_per_100_updates=round(mean(t.seconds_per_100_updates for t in training) or 0, 2),
+        paper_s_per_100_updates=paper.get("seconds_per_100_updates"),
+        eval_examples_per_s=round(mean(e.examples_per_second for e in evaluation) or 0, 1),
+        inference_seconds=round(inference, 1) if inference else None,
+        paper_inference_seconds=paper.get("inference_seconds"),
+        updates=int(
+            mean(e.updates if e.epoch is not None and e.updates else t.updates for e, t in zip(evaluation, training))
+        ),
+        train_commands=[t.command for t in training],
+        evaluate_commands=[e.command for e in evaluation],
+        column=column,
+        row=name,
+    )
+
+
+def seeds_of(values) -> Optional[str]:
+    """One figure per seed, "a / b / c"; None where no run has it."""
+    values = list(values)
+    if all(v is None for v in values):
+        return None
+    return " / ".join("?" if v is None else ("yes" if v is True else "no" if v is False else str(v)) for v in values)
+
+
+def started_from(result: Result) -> Optional[Path]:
+    """The teacher's run folder where the run starts from the teacher's checkpoint (``init``), else None."""
+    if result.init is None or result.teacher is None:
+        return None
+    return Path(result.teacher.run).resolve()
+
+
+def scores_against_updates(entries: list[Entry]) -> dict:
+    """{(column, config): {epoch: [(total updates, score) of each seed]}} of the runs evaluated
+    after given epochs, a teacher's updates counted where a run starts from its checkpoint (seeds
+    of a distilled run can differ in updates an epoch: the teachers' translations differ in
+    length); a teacher of such a run adds its final score (epoch None)."""
+    runs = {entry.dir.resolve(): entry.result for entry in entries}
+    series, teachers = {}, set()
+    for entry in entries:
+        if entry.evaluation.epoch is None:  # not an epoch's checkpoint
+            continue
+        teacher = started_from(entry.result)
+        offset = 0
+        if teacher is not None:
+            if teacher not in runs:
+                if not (teacher / "result.json").exists():
+                    raise ReportError(
+                        f"{entry.result.config}: its teacher's run {entry.result.teacher.run} has no result.json"
+                    )
+                runs[teacher] = Result.read(teacher / "result.json")
+            teachers.add(teacher)
+            offset = runs[teacher].training.updates
+        point = (offset + entry.evaluation.updates, entry.evaluation.score)
+        config = entry.row.partition("@")[0]
+        series.setdefault((entry.column, config), {}).setdefault(entry.evaluation.epoch, []).append(point)
+    for entry in entries:
+        if entry.is_best and entry.dir.resolve() in teachers:
+            point = (entry.result.training.updates, entry.evaluation.score)
+            series.setdefault((entry.column, entry.row), {}).setdefault(None, []).append(point)
+    return series
