@@ -11,6 +11,9 @@ A run lives in RUNS/<config path under configs/, without .yaml>/seed<S>/:
 A run whose result.json has the config's every value is done. Otherwise it goes on where it
 stopped: checkpoints of the same fingerprint are resumed (fairseq-train's own resume), a
 finished training is only re-evaluated; checkpoints of another fingerprint are refused.
+
+RunFolder names the paths of that layout. Runner._run takes the steps in order: prepare, train
+(Runner._train: distill, init, fairseq-train) or trained_already, evaluate, record -> result.json.
 """
 
 import contextlib
@@ -31,10 +34,23 @@ from .config import Config, fill, load_config
 from .distill import distilled_data
 from .fingerprint import Fingerprint
 from .logs import TrainingLog
-from .results import Environment, ExitAfterTraining, Init, Parameters, Result, ResultError, Teacher, Training, from_json
+from .results import (
+    Distillation,
+    Environment,
+    Evaluation,
+    ExitAfterTraining,
+    Init,
+    Parameters,
+    Result,
+    ResultError,
+    Teacher,
+    Training,
+    from_json,
+)
 
 CHECKPOINTS = "checkpoints"
 BEST = "checkpoint_best.pt"
+LAST = "checkpoint_last.pt"
 LOCK = ".phm-run.lock"
 # what --force removes: the files phm-run and the commands it runs write, by their exact names
 # (the data, prepare.log and any file of the user's stay)
@@ -47,6 +63,71 @@ CHECKPOINT_FILES = re.compile(r"checkpoint(\d+|_\d+_\d+|_best|_last|\.best_.+|_a
 
 class RunError(RuntimeError):
     pass
+
+
+@dataclasses.dataclass(frozen=True)
+class RunFolder:
+    """A run's folder (run_directory) and the paths of its files in the layout above, by which a phm-run finds
+    what an earlier one left there (evaluation.py names the hypotheses files, distill.py the distilled data)."""
+
+    path: Path
+
+    @property
+    def checkpoints(self) -> Path:
+        return self.path / CHECKPOINTS
+
+    @property
+    def best(self) -> Path:
+        return self.checkpoints / BEST
+
+    @property
+    def last(self) -> Path:
+        return self.checkpoints / LAST
+
+    def epoch(self, epoch: int) -> Path:
+        return self.checkpoints / f"checkpoint{epoch}.pt"
+
+    def average(self, count: int) -> Path:
+        """The average of the last ``count`` epoch checkpoints (evaluate.average_last)."""
+        return self.checkpoints / f"checkpoint_avg_last{count}.pt"
+
+    def log(self, step: str) -> Path:
+        """prepare.log, init.log, train.log (and evaluate.log, which evaluation.py writes)."""
+        return self.path / f"{step}.log"
+
+    @property
+    def result(self) -> Path:
+        return self.path / "result.json"
+
+    @property
+    def distill(self) -> Path:
+        return self.path / "distill"
+
+
+@dataclasses.dataclass
+class Trained:
+    """The training step's part of result.json: the training, and the init and distilled data it started from."""
+
+    training: Training
+    init: Init | None
+    distillation: Distillation | None
+
+
+@dataclasses.dataclass
+class Evaluated:
+    """The evaluation step's part of result.json: the best checkpoint's score, each of evaluate.epochs', and
+    that of the average of the last evaluate.average_last epochs."""
+
+    best: Evaluation
+    epochs: list[Evaluation]
+    averaged: Evaluation | None
+
+    def summary(self) -> str:
+        """The scores, as the run's last line says them."""
+        scores = [f"after epoch {e.epoch}: {e.score}" for e in self.epochs]
+        if self.averaged:
+            scores.append(f"the last {len(self.averaged.averaged)} epochs averaged: {self.averaged.score}")
+        return f"{self.best.metric} {self.best.score}" + (f" ({', '.join(scores)})" if scores else "")
 
 
 @contextlib.contextmanager
@@ -142,114 +223,40 @@ class Runner:
             print(f"== {name}: its teacher {teacher_config.path.name} (seed {config.seed}) first", flush=True)
             self.run(teacher_config, force=False)
         with run_lock(run_dir):
-            result = self._run(config, run_dir, teacher_config, force)
+            result = self._run(config, RunFolder(run_dir), teacher_config, force)
         self.done[config.path, config.seed] = result
         return result
 
-    def _run(self, config: Config, run_dir: Path, teacher_config, force: bool) -> Result:
-        name = config.path.name
-        fields = {"data": config.data, "run": str(run_dir)}
+    def _run(self, config: Config, folder: RunFolder, teacher_config, force: bool) -> Result:
+        """One run, step by step; what its folder shows done already is not done again (see above)."""
+        fields = self._fields(config, folder, teacher_config)
+        fingerprint = self.fingerprint(config)
+        if force:
+            clean(folder, config, fields)
+        previous = self._previous(folder.result)
+        if previous and previous.config_sha256 == config.sha256:
+            print(f"== {config.path.name}: done already ({folder.result})", flush=True)
+            return previous
+        check_checkpoints(folder, fingerprint, config)
+        folder.path.mkdir(parents=True, exist_ok=True)
+        prepared = prepare(config, fields, folder)
+        if previous and previous.fingerprint == fingerprint.sha256:
+            trained = trained_already(config, folder, previous)
+        else:
+            trained = self._train(config, fields, folder, fingerprint, teacher_config)
+        evaluated = evaluate(config, fields, folder, trained.init)
+        teacher = self._teacher(teacher_config, fields)
+        result = record(config, folder, fingerprint, prepared, trained, evaluated, teacher)
+        result.write(folder.result)
+        print(f"== {config.path.name}: {evaluated.summary()} -> {folder.result}", flush=True)
+        return result
+
+    def _fields(self, config: Config, folder: RunFolder, teacher_config) -> dict:
+        """The values of the config's placeholders: {data}, {run} and, with a teacher, {teacher} (its run folder)."""
+        fields = {"data": config.data, "run": str(folder.path)}
         if teacher_config:
             fields["teacher"] = str(run_directory(teacher_config.path, self.runs_dir, config.seed))
-        fingerprint = self.fingerprint(config)
-
-        result_path = run_dir / "result.json"
-        if force:
-            clean(run_dir, config, fields)
-        previous = self._previous(result_path)
-        if previous and previous.config_sha256 == config.sha256:
-            print(f"== {name}: done already ({result_path})", flush=True)
-            return previous
-        check_checkpoints(run_dir, fingerprint, config)
-        run_dir.mkdir(parents=True, exist_ok=True)
-
-        prepared = None
-        if not is_prepared(Path(config.data)):
-            if not config.prepare:
-                raise RunError(
-                    f"{config.path}: {config.data} holds no fairseq data and the config has no `prepare` command"
-                )
-            prepared = fill(config.prepare, fields)
-            print(f"== {name}: preparing {config.data}", flush=True)
-            commands.run_shell(prepared, run_dir / "prepare.log")
-
-        if previous and previous.fingerprint == fingerprint.sha256:
-            print(f"== {name}: trained already (the same training fingerprint): evaluating again", flush=True)
-            training, init, distillation = previous.training, previous.init, previous.distillation
-            if (run_dir / "train.log").exists():  # what the log says of where training stopped, as this build reads it
-                training = dataclasses.replace(
-                    training, **stopping(config, TrainingLog.parse(read_text(run_dir / "train.log")))
-                )
-        else:
-            distillation, train_data = None, config.data
-            if config.distill is not None:
-                folder, distillation = distilled_data(
-                    config, teacher_config, Path(fields["teacher"]), self.fingerprint(teacher_config).sha256
-                )
-                train_data = str(folder)
-            fingerprint.write(run_dir / CHECKPOINTS, config.path)
-            init = self._init(config, fields, run_dir)
-            print(f"== {name}: training", flush=True)
-            training = train(config, fields, run_dir, train_data, init and init.checkpoint)
-
-        print(f"== {name}: evaluating", flush=True)
-        checkpoints = run_dir / CHECKPOINTS
-        best = evaluation.evaluate(config, fields, run_dir, checkpoints / BEST)
-        epochs = []
-        for epoch in config.evaluate.epochs:
-            # epoch 0: the model training started from (init), e.g. a compressed one before fine-tuning
-            checkpoint = Path(init.checkpoint) if epoch == 0 else checkpoints / f"checkpoint{epoch}.pt"
-            if not checkpoint.is_file():
-                saved = sorted(p.name for p in checkpoints.glob("checkpoint[0-9]*.pt"))
-                raise RunError(
-                    f"{config.path}: evaluate.epochs asks for epoch {epoch}, but the training saved no "
-                    f"{checkpoint} (its epoch checkpoints: {', '.join(saved) or 'none'})"
-                )
-            epochs.append(evaluation.evaluate(config, fields, run_dir, checkpoint, epoch=epoch))
-            epochs[-1].updates = saved_updates(checkpoint)
-
-        averaged = None
-        if config.evaluate.average_last:
-            averaged = evaluate_average(config, fields, run_dir, config.evaluate.average_last)
-
-        from .provenance import environment
-
-        result = Result(
-            config=str(config.path),
-            config_sha256=config.sha256,
-            description=config.description,
-            paper=config.paper.model_dump(exclude_none=True),
-            seed=config.seed,
-            arch=config.arch,
-            prepare_command=prepared,
-            parameters=count_parameters_of(checkpoints / BEST, config.count_module),
-            training=training,
-            evaluation=best,
-            epoch_evaluations=epochs,
-            environment=from_json(Environment, environment()),
-            fingerprint=fingerprint.sha256,
-            config_values=config.values,
-            teacher=Teacher(
-                config=str(teacher_config.path),
-                run=fields["teacher"],
-                fingerprint=self.fingerprint(teacher_config).sha256,
-            )
-            if teacher_config
-            else None,
-            distillation=distillation,
-            init=init,
-            averaged_evaluation=averaged,
-        )
-        result.write(result_path)
-        scores = ", ".join(
-            [f"after epoch {e.epoch}: {e.score}" for e in epochs]
-            + ([f"the last {len(averaged.averaged)} epochs averaged: {averaged.score}"] if averaged else [])
-        )
-        print(
-            f"== {name}: {best.metric} {best.score}" + (f" ({scores})" if scores else "") + f" -> {result_path}",
-            flush=True,
-        )
-        return result
+        return fields
 
     @staticmethod
     def _previous(result_path: Path):
@@ -263,28 +270,75 @@ class Runner:
                 "training is kept (resumed if unfinished); --force would retrain it from scratch"
             ) from None
 
+    def _train(
+        self, config: Config, fields: dict, folder: RunFolder, fingerprint: Fingerprint, teacher_config
+    ) -> Trained:
+        """The training step: on the teacher's translations (`distill`), from the `init` checkpoint; fairseq-train
+        resumes the checkpoints of this fingerprint (check_checkpoints refused any other)."""
+        distillation, data = None, config.data
+        if config.distill is not None:
+            distilled, distillation = distilled_data(
+                config, teacher_config, Path(fields["teacher"]), self.fingerprint(teacher_config).sha256
+            )
+            data = str(distilled)
+        fingerprint.write(folder.checkpoints, config.path)
+        init = self._init(config, fields, folder)
+        print(f"== {config.path.name}: training", flush=True)
+        training = train(config, fields, folder, data, init and init.checkpoint)
+        return Trained(training=training, init=init, distillation=distillation)
+
     @staticmethod
-    def _init(config: Config, fields: dict, run_dir: Path):
+    def _init(config: Config, fields: dict, folder: RunFolder):
         if config.init is None:
             return None
         command, checkpoint = fill(config.init.command, fields), Path(fill(config.init.checkpoint, fields))
-        if (run_dir / CHECKPOINTS / "checkpoint_last.pt").exists():  # resuming: the init is in the checkpoints
+        if folder.last.exists():  # resuming: the init is in the checkpoints
             return Init(command=command, checkpoint=str(checkpoint))
         print(f"== {config.path.name}: init", flush=True)
-        commands.run_shell(command, run_dir / "init.log")
+        commands.run_shell(command, folder.log("init"))
         if not checkpoint.is_file():
             raise RunError(
                 f"{config.path}: the init command wrote no checkpoint at {checkpoint} "
-                f"(init.checkpoint; see {run_dir / 'init.log'})"
+                f"(init.checkpoint; see {folder.log('init')})"
             )
         return Init(command=command, checkpoint=str(checkpoint))
 
+    def _teacher(self, teacher_config, fields: dict) -> Teacher | None:
+        """result.json's record of the teacher run, or None."""
+        if not teacher_config:
+            return None
+        return Teacher(
+            config=str(teacher_config.path), run=fields["teacher"], fingerprint=self.fingerprint(teacher_config).sha256
+        )
 
-def train_command(config: Config, fields: dict, run_dir: Path, data: str, init_checkpoint=None) -> list:
+
+def prepare(config: Config, fields: dict, folder: RunFolder):
+    """Runs the config's `prepare` command where its data is not there yet: the command run, or None."""
+    if is_prepared(Path(config.data)):
+        return None
+    if not config.prepare:
+        raise RunError(f"{config.path}: {config.data} holds no fairseq data and the config has no `prepare` command")
+    prepared = fill(config.prepare, fields)
+    print(f"== {config.path.name}: preparing {config.data}", flush=True)
+    commands.run_shell(prepared, folder.log("prepare"))
+    return prepared
+
+
+def trained_already(config: Config, folder: RunFolder, previous: Result) -> Trained:
+    """The training of an earlier result.json of the same fingerprint, kept (the run is only evaluated again), with
+    what train.log says of where the training stopped, as this build reads it."""
+    print(f"== {config.path.name}: trained already (the same training fingerprint): evaluating again", flush=True)
+    training = previous.training
+    if folder.log("train").exists():
+        training = dataclasses.replace(training, **stopping(config, TrainingLog.parse(read_text(folder.log("train")))))
+    return Trained(training=training, init=previous.init, distillation=previous.distillation)
+
+
+def train_command(config: Config, fields: dict, folder: RunFolder, data: str, init_checkpoint=None) -> list:
     command = commands.fairseq_train_command(
         data,
         "--save-dir",
-        str(run_dir / CHECKPOINTS),
+        str(folder.checkpoints),
         "--seed",
         str(config.seed),
         "--log-format",
@@ -294,22 +348,22 @@ def train_command(config: Config, fields: dict, run_dir: Path, data: str, init_c
     return command + (["--finetune-from-model", str(init_checkpoint)] if init_checkpoint else [])
 
 
-def train(config: Config, fields: dict, run_dir: Path, data: str, init_checkpoint=None) -> Training:
-    checkpoints = run_dir / CHECKPOINTS
-    command = train_command(config, fields, run_dir, data, init_checkpoint)
+def train(config: Config, fields: dict, folder: RunFolder, data: str, init_checkpoint=None) -> Training:
+    """fairseq-train on ``data`` into the run's checkpoints (resumed where there are some): its Training record."""
+    command = train_command(config, fields, folder, data, init_checkpoint)
     started = time.time()
     crashed = None
-    finished_already = finished_training(config, checkpoints / "checkpoint_last.pt")
-    if finished_already and (run_dir / "train.log").exists():
+    finished_already = finished_training(config, folder.last)
+    if finished_already and folder.log("train").exists():
         # resuming a finished training, fairseq-train would train one update (or epoch) more
         print(f"== {config.path.name}: {finished_already}: the training finished already", flush=True)
         finished = None
     else:
-        finished = commands.run(command, run_dir / "train.log", check=False)
+        finished = commands.run(command, folder.log("train"), check=False)
     if finished and finished.returncode:
-        updates = completed_updates(finished.output, checkpoints / "checkpoint_last.pt")
+        updates = completed_updates(finished.output, folder.last)
         if updates is None:
-            raise CommandFailed(finished.command, finished.returncode, run_dir / "train.log", finished.stderr_tail)
+            raise CommandFailed(finished.command, finished.returncode, folder.log("train"), finished.stderr_tail)
         crashed = ExitAfterTraining(returncode=finished.returncode, stderr_tail=finished.stderr_tail)
         print(
             f"== {config.path.name}: fairseq-train exited with code {finished.returncode} AFTER it finished "
@@ -317,7 +371,7 @@ def train(config: Config, fields: dict, run_dir: Path, data: str, init_checkpoin
             "complete and is kept; result.json records the exit (training.crashed_at_exit)",
             flush=True,
         )
-    log = TrainingLog.parse(read_text(run_dir / "train.log"))
+    log = TrainingLog.parse(read_text(folder.log("train")))
     last = log.epochs[-1] if log.epochs else {}
     return Training(
         command=shlex.join(command),
@@ -350,18 +404,75 @@ def stopping(config: Config, log: TrainingLog) -> dict:
     }
 
 
-def evaluate_average(config: Config, fields: dict, run_dir: Path, count: int):
+def evaluate(config: Config, fields: dict, folder: RunFolder, init) -> Evaluated:
+    """The evaluation step: the best checkpoint scored, each of evaluate.epochs' (epoch 0: the ``init`` checkpoint),
+    and the average of the last evaluate.average_last."""
+    print(f"== {config.path.name}: evaluating", flush=True)
+    best = evaluation.evaluate(config, fields, folder.path, folder.best)
+    epochs = []
+    for epoch in config.evaluate.epochs:
+        # epoch 0: the model training started from (init), e.g. a compressed one before fine-tuning
+        checkpoint = Path(init.checkpoint) if epoch == 0 else folder.epoch(epoch)
+        if not checkpoint.is_file():
+            saved = sorted(p.name for p in folder.checkpoints.glob("checkpoint[0-9]*.pt"))
+            raise RunError(
+                f"{config.path}: evaluate.epochs asks for epoch {epoch}, but the training saved no "
+                f"{checkpoint} (its epoch checkpoints: {', '.join(saved) or 'none'})"
+            )
+        epochs.append(evaluation.evaluate(config, fields, folder.path, checkpoint, epoch=epoch))
+        epochs[-1].updates = saved_updates(checkpoint)
+
+    averaged = None
+    if config.evaluate.average_last:
+        averaged = evaluate_average(config, fields, folder, config.evaluate.average_last)
+    return Evaluated(best=best, epochs=epochs, averaged=averaged)
+
+
+def evaluate_average(config: Config, fields: dict, folder: RunFolder, count: int):
     """The average of the last ``count`` epoch checkpoints (checkpoint_avg_lastK.pt), scored."""
-    checkpoints = run_dir / CHECKPOINTS
     try:
-        sources = averaging.last_epoch_checkpoints(checkpoints, count)
+        sources = averaging.last_epoch_checkpoints(folder.checkpoints, count)
     except averaging.AveragingError as error:
         raise RunError(f"{config.path}: evaluate.average_last: {error}") from None
-    averaged = averaging.average_checkpoints(sources, checkpoints / f"checkpoint_avg_last{count}.pt")
+    averaged = averaging.average_checkpoints(sources, folder.average(count))
     print(f"== {config.path.name}: averaged {', '.join(p.name for p in sources)} -> {averaged}", flush=True)
-    scored = evaluation.evaluate(config, fields, run_dir, averaged, name=f"hypotheses.avg_last{count}.txt")
+    scored = evaluation.evaluate(config, fields, folder.path, averaged, name=f"hypotheses.avg_last{count}.txt")
     scored.averaged = [str(p) for p in sources]
     return scored
+
+
+def record(
+    config: Config,
+    folder: RunFolder,
+    fingerprint: Fingerprint,
+    prepared,
+    trained: Trained,
+    evaluated: Evaluated,
+    teacher: Teacher | None,
+) -> Result:
+    """The run's result.json: the steps' records, with the trained model's parameter counts and the environment."""
+    from .provenance import environment
+
+    return Result(
+        config=str(config.path),
+        config_sha256=config.sha256,
+        description=config.description,
+        paper=config.paper.model_dump(exclude_none=True),
+        seed=config.seed,
+        arch=config.arch,
+        prepare_command=prepared,
+        parameters=count_parameters_of(folder.best, config.count_module),
+        training=trained.training,
+        evaluation=evaluated.best,
+        epoch_evaluations=evaluated.epochs,
+        environment=from_json(Environment, environment()),
+        fingerprint=fingerprint.sha256,
+        config_values=config.values,
+        teacher=teacher,
+        distillation=trained.distillation,
+        init=trained.init,
+        averaged_evaluation=evaluated.averaged,
+    )
 
 
 def read_text(path: Path) -> str:
@@ -400,9 +511,9 @@ def completed_updates(output: str, checkpoint: Path):
     return log.final_updates if saved_updates(checkpoint) == log.final_updates else None
 
 
-def check_checkpoints(run_dir: Path, fingerprint: Fingerprint, config: Config) -> None:
+def check_checkpoints(folder: RunFolder, fingerprint: Fingerprint, config: Config) -> None:
     """Refuses checkpoints that another config trained: phm-run never resumes them nor deletes them."""
-    checkpoints = run_dir / CHECKPOINTS
+    checkpoints = folder.checkpoints
     saved = (
         sorted(p for p in checkpoints.iterdir() if CHECKPOINT_FILES.fullmatch(p.name)) if checkpoints.is_dir() else []
     )
@@ -427,10 +538,10 @@ def check_checkpoints(run_dir: Path, fingerprint: Fingerprint, config: Config) -
         )
 
 
-def clean(run_dir: Path, config: Config, fields: dict) -> None:
+def clean(folder: RunFolder, config: Config, fields: dict) -> None:
     """--force: removes what phm-run made for this run (checkpoints, fingerprint, logs, result,
     hypotheses, init checkpoint inside the run's folder, distilled data); nothing else."""
-    checkpoints = run_dir / CHECKPOINTS
+    checkpoints = folder.checkpoints
     removed = []
     if checkpoints.is_dir():
         for path in checkpoints.iterdir():
@@ -439,18 +550,18 @@ def clean(run_dir: Path, config: Config, fields: dict) -> None:
                 removed.append(path)
         if not any(checkpoints.iterdir()):
             checkpoints.rmdir()
-    made = [path for path in run_dir.iterdir() if MADE_BY_PHM_RUN.fullmatch(path.name) and path.is_file()]
-    if (run_dir / "distill").is_dir():  # distilled data (distill.py), made whole by phm-run
-        made.append(run_dir / "distill")
+    made = [path for path in folder.path.iterdir() if MADE_BY_PHM_RUN.fullmatch(path.name) and path.is_file()]
+    if folder.distill.is_dir():  # distilled data (distill.py), made whole by phm-run
+        made.append(folder.distill)
     if config.init:
         init = Path(fill(config.init.checkpoint, fields))
-        if init.exists() and run_dir.resolve() in init.resolve().parents:
+        if init.exists() and folder.path.resolve() in init.resolve().parents:
             made.append(init)
     for path in made:
         shutil.rmtree(path) if path.is_dir() else path.unlink()
         removed.append(path)
     if removed:
-        print(f"== {config.path.name}: --force: removed {len(removed)} files of {run_dir}", flush=True)
+        print(f"== {config.path.name}: --force: removed {len(removed)} files of {folder.path}", flush=True)
 
 
 def check_all(paths, runs_dir: Path, seeds=None) -> list:
