@@ -137,6 +137,35 @@ def copy_task_files(raw: Path, sizes: dict, copy_splits=("train", "valid", "test
     return fairseq_preprocess(raw, "src", "tgt")
 
 
+# the train: section of tiny_config: the tiny Transformer's training (its arch and length are each test's own)
+TINY_TRAIN = {
+    "task": "translation",
+    "share-all-embeddings": True,
+    "optimizer": "adam",
+    "lr": 0.005,
+    "criterion": "label_smoothed_cross_entropy",
+    "max-tokens": 512,
+    **TINY,
+}
+
+
+def tiny_config(data_bin: Path, train=None, evaluate=None, **top) -> dict:
+    """A phm-run config of a tiny run on a copy task that copy_task_files binarized into ``data_bin``: the training
+    of TINY_TRAIN, BLEU of beam 2 against the test targets beside ``data_bin``. ``train`` and ``evaluate`` add to
+    (or replace) its train: and evaluate: keys, ``top`` its top-level keys (seed, ...)."""
+    return {
+        "data": str(data_bin),
+        **top,
+        "train": {**TINY_TRAIN, **(train or {})},
+        "evaluate": {
+            "kind": "bleu",
+            "reference": str(Path(data_bin).parent / "test.tgt"),
+            "generate": {"gen-subset": "test", "beam": 2, "required-batch-size-multiple": 1},
+            **(evaluate or {}),
+        },
+    }
+
+
 @pytest.fixture(scope="session")
 def copy_task(tmp_path_factory) -> Path:
     """A synthetic copy task (random digit strings), binarized with a joined dictionary."""

@@ -7,7 +7,7 @@ import pytest
 import sacrebleu
 import torch
 import yaml
-from conftest import TINY, console, copy_task_files, run_command
+from conftest import TINY_TRAIN, console, copy_task_files, run_command, tiny_config
 
 from phm_experiments.averaging import AveragingError, average_checkpoints, last_epoch_checkpoints
 from phm_experiments.fairseq_train import early_stopping_state, training_arguments
@@ -28,18 +28,12 @@ def data(tmp_path_factory):
 
 # the training of every test here: a tiny PHM Transformer, early stopping, the last 3 epochs kept
 TRAINING = {
-    "task": "translation",
+    **TINY_TRAIN,
     "arch": "phm_transformer_demo",
     "phm-n": 2,
-    "share-all-embeddings": True,
-    "optimizer": "adam",
-    "lr": 0.005,
-    "criterion": "label_smoothed_cross_entropy",
-    "max-tokens": 512,
     "max-epoch": 40,
     "patience": PATIENCE,
     "keep-last-epochs": 3,
-    **TINY,
 }
 
 
@@ -128,16 +122,7 @@ def test_average_of_checkpoints_is_the_mean_of_their_weights(uninterrupted, tmp_
 def test_phm_run_trains_to_convergence_and_scores_the_best_and_the_averaged_checkpoints(data, tmp_path):
     configs = tmp_path / "configs" / "converged"
     configs.mkdir(parents=True)
-    config = {
-        "data": str(data["bin"]),
-        "train": TRAINING,
-        "evaluate": {
-            "kind": "bleu",
-            "reference": str(data["raw"] / "test.tgt"),
-            "average_last": 3,
-            "generate": {"gen-subset": "test", "beam": 2, "required-batch-size-multiple": 1},
-        },
-    }
+    config = tiny_config(data["bin"], train=TRAINING, evaluate={"average_last": 3})
     path = configs / "phm.yaml"
     path.write_text(yaml.safe_dump(config))
     runs = tmp_path / "runs"

@@ -3,6 +3,7 @@ log reader, result.json's schema, complete config checks, fingerprints and --for
 exit told from a failed training, and the hooks for teacher runs (distill, init, evaluate.epochs)."""
 
 import csv
+import dataclasses
 import json
 import shutil
 import sys
@@ -10,15 +11,16 @@ import sys
 import pytest
 import torch
 import yaml
-from conftest import TINY, TRAIN_COMMAND, console, copy_task_files, run_command
+from conftest import TRAIN_COMMAND, console, copy_task_files, run_command, tiny_config
 
 from phm_experiments import commands
 from phm_experiments.cli import run as phm_run
 from phm_experiments.config import load_config
 from phm_experiments.logs import TrainingLog, read_records
-from phm_experiments.results import SCHEMA_VERSION, Result, ResultError
+from phm_experiments.results import DERIVED_COUNTS, SCHEMA_VERSION, Parameters, Result, ResultError, from_json
 from phm_experiments.runner import Runner, completed_updates, run_directory
 from phm_fairseq.cli import params as phm_params
+from phm_fairseq.modules import ParameterCount
 
 
 @pytest.fixture(scope="module")
@@ -31,27 +33,7 @@ def kit(tmp_path_factory):
     data_bin = copy_task_files(raw, {"train": 200, "valid": 40, "test": 30})
     configs = root / "configs" / "kit"
     configs.mkdir(parents=True)
-    base = {
-        "data": str(data_bin),
-        "seed": 1,
-        "train": {
-            "task": "translation",
-            "share-all-embeddings": True,
-            "optimizer": "adam",
-            "lr": 0.005,
-            "criterion": "label_smoothed_cross_entropy",
-            "max-tokens": 512,
-            "max-update": 20,
-            "no-epoch-checkpoints": True,
-            "log-interval": 5,
-            **TINY,
-        },
-        "evaluate": {
-            "kind": "bleu",
-            "reference": str(raw / "test.tgt"),
-            "generate": {"gen-subset": "test", "beam": 2, "required-batch-size-multiple": 1},
-        },
-    }
+    base = tiny_config(data_bin, seed=1, train={"max-update": 20, "no-epoch-checkpoints": True, "log-interval": 5})
     (configs / "_base.yaml").write_text(yaml.safe_dump(base, sort_keys=False))
     (configs / "teacher.yaml").write_text("extends: _base.yaml\ntrain: {arch: transformer_twin_demo}\n")
     (configs / "student.yaml").write_text(
@@ -136,6 +118,25 @@ def test_result_schema_round_trip_and_versions(kit, tmp_path):
     (tmp_path / "typo.json").write_text(json.dumps({**stored, "evaluation": {**stored["evaluation"], "scroe": 1}}))
     with pytest.raises(ResultError, match="unknown field.* scroe"):
         Result.read(tmp_path / "typo.json")
+
+
+def test_result_parameters_are_the_plugins_count_written_with_the_counts_it_derives():
+    counts = {**ParameterCount(total=10, trainable=9, embeddings=3, dense_total=20).as_dict(), "module": None}
+    module = {"name": "encoder.layers", **ParameterCount(total=5, trainable=5, embeddings=1, dense_total=8).as_dict()}
+    parameters = from_json(Parameters, {**counts, "module": module})
+    assert isinstance(parameters, ParameterCount) and isinstance(parameters.module, ParameterCount)
+    assert (parameters.without_embeddings, parameters.module.dense_without_embeddings) == (7, 7)
+    # result.json's "parameters" as before: the counts, the two derived from them, the module
+    assert list(parameters.as_dict()) == [*counts] and parameters.as_dict() == {**counts, "module": module}
+    assert list(parameters.module.as_dict()) == [*module]
+    assert [*counts] == [*(f.name for f in dataclasses.fields(ParameterCount)), *DERIVED_COUNTS, "module"]
+    # the derived counts are read, and must agree with the counts they derive from
+    with pytest.raises(ValueError, match="without_embeddings is 8, but its counts make 7"):
+        from_json(Parameters, {**counts, "without_embeddings": 8})
+    with pytest.raises(TypeError, match="missing dense_without_embeddings"):
+        from_json(Parameters, {k: v for k, v in counts.items() if k != "dense_without_embeddings"})
+    with pytest.raises(ValueError, match="unknown field.* totl"):
+        from_json(Parameters, {**counts, "totl": 10})
 
 
 # --- complete checks before the first run ------------------------------------------------------

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import TINY, TRAIN_COMMAND, console, copy_task_files, run_command
+from conftest import TRAIN_COMMAND, console, copy_task_files, run_command, tiny_config
 
 from phm_experiments.config import ConfigError, load_config
 from phm_experiments.runner import run_lock
@@ -26,27 +26,10 @@ def setup(tmp_path_factory):
     data_bin = copy_task_files(raw, {"train": 200, "valid": 40, "test": 30})
     configs = root / "configs" / "rel"
     configs.mkdir(parents=True)
-    base = {
-        "data": str(data_bin),
-        "train": {
-            "task": "translation",
-            "arch": "phm_transformer_demo",
-            "phm-n": 2,
-            "share-all-embeddings": True,
-            "optimizer": "adam",
-            "lr": 0.005,
-            "criterion": "label_smoothed_cross_entropy",
-            "max-tokens": 256,
-            "max-update": 10,
-            "log-interval": 5,
-            **TINY,
-        },
-        "evaluate": {
-            "kind": "bleu",
-            "reference": str(raw / "test.tgt"),
-            "generate": {"gen-subset": "test", "beam": 2, "required-batch-size-multiple": 1},
-        },
-    }
+    base = tiny_config(
+        data_bin,
+        train={"arch": "phm_transformer_demo", "phm-n": 2, "max-tokens": 256, "max-update": 10, "log-interval": 5},
+    )
     (configs / "_base.yaml").write_text(yaml.safe_dump(base, sort_keys=False))
     return {"root": root, "configs": configs, "runs": root / "runs"}
 
