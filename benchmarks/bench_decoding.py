@@ -180,9 +180,18 @@ def main():
     parser.add_argument("--train-batches", type=int, default=2)
     parser.add_argument("--max-tokens", type=int, default=2048)
     parser.add_argument("--quick", action="store_true", help="8 sentences, 2 rounds, two models")
+    parser.add_argument(
+        "--models",
+        nargs="+",
+        choices=list(MODELS),
+        metavar="MODEL",
+        help=f"only these (default: all of {list(MODELS)})",
+    )
     args = parser.parse_args()
     prepare_multi30k(args.data)
     models = dict(list(MODELS.items())[:: 3 if args.quick else 1])
+    if args.models:
+        models = {name: MODELS[name] for name in MODELS if name in {"dense twin", *args.models}}
     if args.quick:
         args.sentences, args.batched_sentences, args.rounds = 8, 16, 2
     default_threads()
