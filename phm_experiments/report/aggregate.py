@@ -47,6 +47,7 @@ class Row:
     chrf: Optional[float]  # where every seed has one
     chrf_std: Optional[float]
     # where training stopped (runs trained to convergence): each seed's, as "a / b / c"
+    best_valid: Optional[str]  # the best validation score (of --best-checkpoint-metric): what selects
     best_epochs: Optional[str]
     last_epochs: Optional[str]
     stopped_early: Optional[str]
@@ -191,6 +192,7 @@ def mean_of(column: str, name: str, runs: list[Entry]) -> Row:
         score_std=round(statistics.stdev(scores), 2) if len(scores) > 1 else None,
         chrf=round(mean(chrf), 2) if len(chrf) == len(evaluation) else None,
         chrf_std=round(statistics.stdev(chrf), 2) if len(chrf) == len(evaluation) > 1 else None,
+        best_valid=seeds_of(t.best_valid for t in training),
         best_epochs=seeds_of(t.best_epoch for t in training),
         last_epochs=seeds_of(t.last_epoch for t in training),
         stopped_early=seeds_of(t.stopped_early for t in training),

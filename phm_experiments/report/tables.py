@@ -106,12 +106,14 @@ def markdown(title: str, rows: list[Row], entries: list[Entry]) -> str:
             "Where training stopped, each seed's (fairseq's --patience on the validation score of "
             "--best-checkpoint-metric; `early` yes: patience ended it, no: the --max-epoch or --max-update cap):",
             "",
-            "| model | corpus | score | chrF | best epoch | last epoch | early | updates (mean) | wall hours |",
-            "|---|---|---|---|---|---|---|---|---|",
+            "| model | corpus | score | chrF | best validation score | best epoch | last epoch | early | "
+            "updates (mean) | wall hours |",
+            "|---|---|---|---|---|---|---|---|---|---|",
         ]
         lines += [
-            f"| {r.row} | {r.column} | {score_cell(r)} | {chrf_cell(r)} | {_cell(r.best_epochs)} | "
-            f"{_cell(r.last_epochs)} | {_cell(r.stopped_early)} | {r.updates:,} | {_cell(r.train_hours)} |"
+            f"| {r.row} | {r.column} | {score_cell(r)} | {chrf_cell(r)} | {_cell(r.best_valid)} | "
+            f"{_cell(r.best_epochs)} | {_cell(r.last_epochs)} | {_cell(r.stopped_early)} | {r.updates:,} | "
+            f"{_cell(r.train_hours)} |"
             for r in rows
             if r.last_epochs and "@" not in r.row
         ]
