@@ -1,6 +1,7 @@
 import math
 import os
 import re
+import signal
 import sys
 from pathlib import Path
 
@@ -316,3 +317,19 @@ def hamilton_product_eq_2_2(W, x):
         ],
         dim=-1,
     )
+
+
+@pytest.fixture
+def ctrl_c_raises():
+    """SIGINT raises KeyboardInterrupt in this process during the test, also where the process was
+    started with SIGINT ignored (a background job of a non-interactive shell, nohup): Python then
+    keeps it ignored, and a test of Ctrl-C would see nothing happen."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)
+
+
+def with_default_sigint():
+    """Popen's preexec_fn: the child starts with SIGINT's default action, so that Python installs
+    its Ctrl-C handler, whatever the test process inherited (see ctrl_c_raises)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)

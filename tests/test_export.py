@@ -351,7 +351,9 @@ def test_what_is_not_a_plugin_translation_checkpoint_is_refused(phm, dense, tmp_
 
 
 @pytest.mark.parametrize("interruption", ["SIGINT", "error"])
-def test_an_interrupted_export_leaves_nothing_and_keeps_what_was_there(phm, tmp_path, monkeypatch, interruption):
+def test_an_interrupted_export_leaves_nothing_and_keeps_what_was_there(
+    phm, tmp_path, monkeypatch, interruption, ctrl_c_raises
+):
     save = torch.save
 
     def interrupted(obj, path, *args, **kwargs):

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import TRAIN_COMMAND, console, copy_task_files, run_command, tiny_config
+from conftest import TRAIN_COMMAND, console, copy_task_files, run_command, tiny_config, with_default_sigint
 
 from phm_experiments.config import ConfigError, load_config
 from phm_experiments.runner import run_lock
@@ -85,6 +85,7 @@ def start_and_stop(setup, name: str, how: int):
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        preexec_fn=with_default_sigint,
     )
     deadline = time.monotonic() + 300
     while not (folder / "checkpoints" / "checkpoint_last.pt").exists():
