@@ -184,10 +184,15 @@ class Init(Section):
     checkpoint: Text = Field("{run}/init.pt", description="the checkpoint the command writes")
 
 
+def teacher_file(path: Path, teacher: str) -> Path:
+    """The teacher's config file: ``teacher`` is relative to the config at ``path``."""
+    return (path.parent / teacher).resolve()
+
+
 def _resolve_teacher(teacher, info: ValidationInfo):
     if not isinstance(teacher, str):
         raise ValueError(f"expected the path of another config, got {teacher!r}")
-    return (info.context["path"].parent / teacher).resolve()
+    return teacher_file(info.context["path"], teacher)
 
 
 def _distill_options(distill):
@@ -401,9 +406,9 @@ def rules_between_keys(values: dict, path: Path) -> list:
     if teacher is None and "{teacher}" in json.dumps(values, default=str):
         problems.append("{teacher} is used, but the config has no `teacher`")
     if isinstance(teacher, str):
-        if not (path.parent / teacher).resolve().is_file():
-            problems.append(f"teacher: no config file {(path.parent / teacher).resolve()}")
-        elif (path.parent / teacher).resolve() == path:
+        if not teacher_file(path, teacher).is_file():
+            problems.append(f"teacher: no config file {teacher_file(path, teacher)}")
+        elif teacher_file(path, teacher) == path:
             problems.append("teacher: a config cannot be its own teacher")
     if values.get("distill") not in (None, False):
         if teacher is None:
