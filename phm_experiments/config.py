@@ -400,7 +400,7 @@ def rules_between_keys(values: dict, path: Path) -> list:
     problems = []
     mapping = lambda key: values.get(key) if isinstance(values.get(key), dict) else {}  # noqa: E731
     train, evaluate = mapping("train"), mapping("evaluate")
-    if "train" in values and not train.get("arch"):
+    if isinstance(values.get("train"), dict) and not train.get("arch"):
         problems.append("train.arch: missing (the fairseq architecture, e.g. phm_transformer_iwslt)")
     teacher = values.get("teacher")
     if teacher is None and "{teacher}" in json.dumps(values, default=str):
