@@ -6,8 +6,9 @@
 
 Writes benchmarks/results/factored_<device>.{json,md,png}:
 - the sweep: for each shape and n, the factored product's time over the cached-H product's at
-  every row count in ROW_SWEEP, and the largest row count where the factored product is faster
-  (the crossover that phm_fairseq.modules.phm_linear.factored_crossover encodes);
+  every row count in ROW_SWEEP (the two timed against each other), and the largest row count up
+  to which it is faster from 2 rows (the crossover that phm_fairseq.modules.phm_linear.
+  factored_crossover encodes; one row always takes H);
 - the grid: PHMLinear (its own choice of product) against nn.Linear at ROWS x SHAPES x NS.
 Targets: at <= 5 rows, for layers of >= 1024 input features, at least 0.5 n times faster than
 nn.Linear; nowhere slower than 0.97x. Every ratio is a median over rounds that alternate the
@@ -21,7 +22,7 @@ from torch import nn
 
 from benchmarks.common import RESULTS, default_threads, environment, timed_ratio, write_report
 from phm_fairseq.modules import PHMLinear
-from phm_fairseq.modules.phm_linear import factored_crossover
+from phm_fairseq.modules.phm_linear import factored_crossover, factored_rows_rule
 
 SHAPES = [(512, 2048), (2048, 512), (1024, 4096)]
 # the sweep also covers the maps of the translation models' sizes (demo 128, iwslt 256, base 512:
@@ -62,49 +63,50 @@ def inference(layer, x):
 
 
 def sweep(shapes, ns, rows_list, rounds):
-    """For every shape, n and row count, the eval forward time of each of PHMLinear's two products
-    over nn.Linear's: the factored product, and the product with H (cached, and checked against
-    copies of A and S at every call, as the layer does)."""
+    """For every shape, n and row count: the factored product's eval forward time over the product
+    with the cached H (the choice factored_crossover makes; timed against each other), and the
+    cached-H product's over nn.Linear's (H checked against A and S at every call, as the layer does)."""
     results = []
     for d, k in shapes:
         dense = nn.Linear(d, k).eval()
         for n in ns:
             factored, cached = PHMLinear(d, k, n).eval(), PHMLinear(d, k, n).eval()
             factored.factored_max_rows, cached.factored_max_rows = 10**9, 0
-            ratios = {"factored": {}, "cached H": {}}
+            over_cached, cached_over_dense = {}, {}
             for rows in rows_list:
                 x = torch.randn(rows, d)
-                for name, layer in (("factored", factored), ("cached H", cached)):
-                    ratios[name][rows] = timed(inference(layer, x), inference(dense, x), rounds)[2]
-            over_cached = {r: ratios["factored"][r] / ratios["cached H"][r] for r in rows_list}
-            code = factored_crossover(d, k, n)
+                over_cached[rows] = timed(inference(factored, x), inference(cached, x), rounds)[2]
+                cached_over_dense[rows] = timed(inference(cached, x), inference(dense, x), rounds)[2]
+            code, rule = factored_crossover(d, k, n), factored_rows_rule(d, k, n)
             # the rule is safe where, at every row count it gives to the factored product, that
-            # product is measured no more than 3% slower than the product with H
-            safe = all(over_cached[r] <= SAFE_MARGIN for r in rows_list if r <= code)
-            faster = [r for r in rows_list if over_cached[r] < 1]
-            crossover = max((r for r in faster if all(s in faster for s in rows_list if s <= r)), default=0)
+            # product is at most 3% slower than the product with H
+            chosen = [r for r in rows_list if r in rule]
+            safe = all(over_cached[r] <= SAFE_MARGIN for r in chosen)
+            faster = [r for r in rows_list if r >= 2 and over_cached[r] < 1]
+            crossover = max((r for r in faster if all(s in faster for s in rows_list if 2 <= s <= r)), default=0)
             results.append(
                 {
                     "in": d,
                     "out": k,
                     "n": n,
-                    "ratios": ratios,  # each product's time over nn.Linear's
+                    "ratios": {  # each product's time over nn.Linear's
+                        "factored": {r: over_cached[r] * cached_over_dense[r] for r in rows_list},
+                        "cached H": cached_over_dense,
+                    },
                     "factored_over_cached": over_cached,
                     "measured_crossover": crossover,
                     "code_crossover": code,
+                    "code_rows": [rule.start, rule.stop - 1],
                     "rule_safe": safe,
                 }
             )
             print(
-                f"sweep {d}->{k} n={n:2d}: factored faster up to {crossover} rows (code: "
-                f"{factored_crossover(d, k, n)})",
+                f"sweep {d}->{k} n={n:2d}: factored faster from 2 up to {crossover} rows (rule: "
+                f"{rule.start} to {code}, {'safe' if safe else 'NOT SAFE'})",
                 flush=True,
             )
-            for name in ratios:
-                print(
-                    f"   {name:>9} / nn.Linear: " + " ".join(f"{r}:{v:.2f}" for r, v in ratios[name].items()),
-                    flush=True,
-                )
+            for name, ratios in (("factored / cached H", over_cached), ("cached H / nn.Linear", cached_over_dense)):
+                print(f"   {name:>20}: " + " ".join(f"{r}:{v:.2f}" for r, v in ratios.items()), flush=True)
     return results
 
 
@@ -125,7 +127,7 @@ def grid(shapes, ns, rows_list, rounds):
                     "out": k,
                     "n": n,
                     "rows": rows,
-                    "product": "factored" if rows <= layer.factored_rows_limit() else "cached H",
+                    "product": "factored" if rows in layer.factored_rows() else "cached H",
                     "dense_us": 1e6 * dense_s,
                     "phm_us": 1e6 * phm_s,
                     "speedup": speedup,
@@ -198,18 +200,22 @@ def main():
     met = sum(r["meets_target"] for r in rows)
     sweep_lines = [
         "Crossover (largest row count up to which the factored product beats the cached-H product at "
-        "every count measured; ratio = factored time / cached-H time). factored_crossover() is the layer's "
-        "default rule; it is safe for a shape where the factored product, at every row count the rule gives "
-        f"it, is at most {SAFE_MARGIN:.2f}x the cached-H product's time. "
+        "every count measured from 2 rows; ratio = factored time / cached-H time, the two timed against "
+        "each other). The layer's default rule (factored_rows_rule) gives the factored product 2 to "
+        "factored_crossover() rows (one row by H is a matrix-vector product); "
+        "it is safe for a shape where the factored product, at every row count the rule gives it, is at "
+        f"most {SAFE_MARGIN:.2f}x the cached-H product's time. "
         f"{sum(s['rule_safe'] for s in sweeps)} of {len(sweeps)} shapes safe:",
         "",
-        "| in | out | n | measured crossover | factored_crossover() | rule safe | "
+        "| in | out | n | measured crossover | the rule's rows | rule safe | "
         + " | ".join(map(str, sweep_rows))
         + " |",
         "|" + "---|" * (6 + len(sweep_rows)),
     ]
     sweep_lines += [
-        f"| {s['in']} | {s['out']} | {s['n']} | {s['measured_crossover']} | {s['code_crossover']} | {s['rule_safe']} | "
+        f"| {s['in']} | {s['out']} | {s['n']} | {s['measured_crossover']} | "
+        + ("none" if not s["code_crossover"] else "{} to {}".format(*s["code_rows"]))
+        + f" | {s['rule_safe']} | "
         + " | ".join(f"{s['factored_over_cached'][r]:.2f}" for r in sweep_rows)
         + " |"
         for s in sweeps
@@ -219,9 +225,9 @@ def main():
             f"Eval forward (torch.inference_mode, fp32), {env['threads']} threads; medians of {rounds} rounds "
             "alternating PHMLinear and nn.Linear (each side of a round: torch.utils.benchmark's "
             "blocked_autorange, >= 20 ms of calls). PHMLinear takes the factored product "
-            "(kronecker_sum_linear: reads A and S only) up to factored_crossover() rows, else the product with its "
-            f"cached H. Targets: >= 0.5 n x at <= 5 rows for >= {SPEEDUP_FEATURES} input features; >= {FLOOR}x "
-            f"elsewhere. {met} of {len(rows)} rows meet their target.",
+            "(kronecker_sum_linear: reads A and S only) at the row counts of factored_rows_rule(), else the "
+            f"product with its cached H. Targets: >= 0.5 n x at <= 5 rows for >= {SPEEDUP_FEATURES} input "
+            f"features; >= {FLOOR}x elsewhere. {met} of {len(rows)} rows meet their target.",
             "",
             *sweep_lines,
         ]

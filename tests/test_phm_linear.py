@@ -461,28 +461,39 @@ def test_few_rows_take_the_factored_product_and_never_build_h(monkeypatch):
 
 
 def test_the_measured_crossover_rule_picks_the_product_and_can_be_overridden(monkeypatch):
-    from phm_fairseq.modules.phm_linear import factored_crossover
+    from phm_fairseq.modules.phm_linear import factored_crossover, factored_rows_rule
 
     # docs/layers.md: 0 for n = 1, under 786,432 weights, and at n >= 16 under 1,048,576 weights;
     # else 8 rows per 1,048,576 weights
     expected = {(512, 1536, 4): 6, (512, 2048, 8): 8, (2048, 512, 4): 8, (1024, 4096, 8): 32, (512, 2048, 16): 8,
                 (512, 2048, 1): 0, (512, 1024, 4): 0, (768, 1024, 16): 0, (768, 1024, 8): 6}  # fmt: skip
     assert {shape: factored_crossover(*shape) for shape in expected} == expected
+    # from 2 rows: one row by H is a matrix-vector product, as fast or faster
+    assert factored_rows_rule(512, 2048, 8) == range(2, 9) and factored_rows_rule(1024, 4096, 2) == range(2, 33)
+    assert factored_rows_rule(512, 1024, 4) == range(2, 1)  # empty: always H
     layer = PHMLinear(512, 2048, n=8).eval()
-    assert layer.factored_rows_limit(torch.device("cpu")) == 8
-    assert layer.factored_rows_limit(torch.device("meta")) == 0  # measured on CPU only: elsewhere always H
+    assert layer.factored_rows(torch.device("cpu")) == range(2, 9)  # one row: H
+    assert layer.factored_rows(torch.device("meta")) == range(0)  # measured on CPU only: elsewhere always H
     builds = []
     build = layer.build_weight
     monkeypatch.setattr(layer, "build_weight", lambda: builds.append(1) or build())
     with torch.no_grad():
         layer(torch.randn(2, 4, 512))  # 8 rows: factored
+        layer(torch.randn(2, 512))  # 2 rows: factored
         assert builds == []
         layer(torch.randn(9, 512))  # 9 rows: H
         assert builds == [1]
-        layer.factored_max_rows = 0  # the override: always H (cached)
+        layer(torch.randn(512))  # one row: H, cached
+        layer(torch.randn(1, 1, 512))
+        assert builds == [1]
+        layer.factored_max_rows = 1  # the override: factored for 1 row too, H from 2
+        layer(torch.randn(1, 512))
+        layer(torch.randn(2, 512))
+        assert builds == [1] and layer.factored_rows() == range(1, 2)
+        layer.factored_max_rows = 0  # always H (cached)
         layer.clear_cache()
         layer(torch.randn(1, 512))
-        assert builds == [1, 1] and layer.factored_rows_limit() == 0
+        assert builds == [1, 1] and layer.factored_rows() == range(0)
 
 
 # --- the eval cache never serves a stale H after a write a version counter sees ---------------------

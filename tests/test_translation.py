@@ -274,7 +274,7 @@ def test_interactive_translation_is_the_same_on_either_product(multi30k_run, mul
 
 def test_the_environment_sets_the_rows_of_the_factored_product():
     def limit(value):
-        code = "from phm_fairseq.modules import PHMLinear; print(PHMLinear(512, 2048, n=4).factored_rows_limit())"
+        code = "from phm_fairseq.modules import PHMLinear; print(PHMLinear(512, 2048, n=4).factored_rows().stop - 1)"
         return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                               env={**os.environ, "PHM_FACTORED_MAX_ROWS": value})  # fmt: skip
 

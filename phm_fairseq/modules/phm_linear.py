@@ -62,16 +62,18 @@ def kronecker_sum_linear(input: Tensor, A: Tensor, S, bias: Optional[Tensor] = N
 @lru_cache(maxsize=None)
 def factored_crossover(in_features: int, out_features: int, n: int) -> int:
     """The most input rows for which PHMLinear takes the factored product (``kronecker_sum_linear``)
-    rather than the product with its cached H, from a CPU benchmark.
+    rather than the product with its cached H, from a CPU benchmark (from 2 rows:
+    ``factored_rows_rule``).
 
     ``python -m benchmarks.bench_factored`` (benchmarks/results/factored_cpu.md, 2 threads, fp32,
-    eval) times both against nn.Linear over 1 to 256 rows for the maps of every translation size:
-    - under ~786K weights (512 x 1536, the base size's fused Q/K/V) the factored product never won:
-      such weights sit in the caches and its five kernels cost more than the one they replace;
-    - at 512 x 1536 and 512 x 2048 the factored product won by 20-40% at 2-4 rows and tied at 1
-      and 8 rows (both ~60 us); it won up to 16-256 rows at 2048 x 512 and up to 24-256 rows at
-      1024 x 4096 (two runs, 2026-11-23 and -24); where it lost, it lost more as n grew (its mix
-      by A costs n^2 per feature); near the crossover both products are within a few percent.
+    eval) times the two products against each other over 1 to 256 rows for the maps of every
+    translation size (AMD EPYC, 2026-11-23 to -25):
+    - under ~786K weights (512 x 1536, the base size's fused Q/K/V) the factored product lost at
+      every count or won only at a few counts between 4 and 12 rows: such weights sit in the
+      caches, and its five kernels cost more than the one they replace;
+    - from 2 rows, it won up to 4-32 rows at 512 x 1536, 12-256 at 512 x 2048 and 2048 x 512, and
+      32-256 at 1024 x 4096; where it lost, it lost more as n grew (its mix by A costs n^2 per
+      feature); near the crossover both products are within a few percent.
     The rule stays at or below every measured crossover: 8 rows per 1M weights (n >= 16 needs at
     least 1M weights), so that it never picks the slower product by much.
     """
@@ -79,6 +81,15 @@ def factored_crossover(in_features: int, out_features: int, n: int) -> int:
     if n == 1 or weights < 786_432 or (n >= 16 and weights < 1_048_576):
         return 0
     return int(8 * weights / 1_048_576)
+
+
+def factored_rows_rule(in_features: int, out_features: int, n: int) -> range:
+    """The row counts for which PHMLinear, by default on CPU, takes the factored product: 2 to
+    ``factored_crossover`` rows. One row by H is a matrix-vector product, bound by reading H, at
+    about half the time of two rows; there the factored product (1/n of the bytes, five kernels) was
+    up to 1.3x slower under 1M weights and at n = 2, even at 1M weights and n = 4 (it won only at
+    1024 x 4096, by 1.5x to 3.8x: a larger map than any translation size's but `big`'s FFN)."""
+    return range(2, factored_crossover(in_features, out_features, n) + 1)
 
 
 def _rows_from_environment() -> Optional[int]:
@@ -141,11 +152,11 @@ class PHMLinear(nn.Module):
     __jit_unused_properties__ = ["weight"]
 
     factored_max_rows: Optional[int] = _rows_from_environment()
-    """Inputs of at most this many rows (the product of the leading dims) are multiplied in factored
-    form (``kronecker_sum_linear``), larger ones by H. None: on CPU ``factored_crossover`` of the
-    layer's shape, elsewhere always H (the crossover was measured on CPU). Set it on the class or on
-    one layer to override (0: always H), or with the environment variable PHM_FACTORED_MAX_ROWS for
-    commands such as fairseq-generate."""
+    """Inputs of 1 to this many rows (the product of the leading dims) are multiplied in factored
+    form (``kronecker_sum_linear``), others by H. None: the measured rule (``factored_rows_rule``
+    of the layer's shape on CPU, elsewhere always H). Set it on the class or on one layer to
+    override (0: always H), or with the environment variable PHM_FACTORED_MAX_ROWS for commands
+    such as fairseq-generate."""
 
     def __init__(
         self,
@@ -250,17 +261,19 @@ class PHMLinear(nn.Module):
     def forward(self, input: Tensor) -> Tensor:
         if torch.jit.is_scripting():
             return F.linear(input, self.build_weight(), self.bias)
-        if input.numel() <= self.factored_rows_limit(input.device) * self.in_features:
+        if input.shape[:-1].numel() in self.factored_rows(input.device):
             S = self.S if self.S is not None else (self.S_left, self.S_right)
             return kronecker_sum_linear(input, self.A, S, self.bias)
         return F.linear(input, self.weight, self.bias)
 
-    def factored_rows_limit(self, device: torch.device | None = None) -> int:
-        """Inputs of at most this many rows take the factored product, more rows the product with H."""
+    def factored_rows(self, device: torch.device | None = None) -> range:
+        """The row counts (the product of the input's leading dims) that take the factored product;
+        every other count takes the product with H."""
         if self.factored_max_rows is not None:
-            return self.factored_max_rows
-        on_cpu = device is None or device.type == "cpu"
-        return factored_crossover(self.in_features, self.out_features, self.n) if on_cpu else 0
+            return range(1, self.factored_max_rows + 1)
+        if device is not None and device.type != "cpu":
+            return range(0)  # the rule was measured on CPU only
+        return factored_rows_rule(self.in_features, self.out_features, self.n)
 
     def clear_cache(self) -> None:
         """Drops the cached H: needed only after a write that no version counter sees (docs/layers.md)."""
