@@ -96,7 +96,7 @@ def sweep(shapes, ns, rows_list, rounds):
                     "factored_over_cached": over_cached,
                     "measured_crossover": crossover,
                     "code_crossover": code,
-                    "code_rows": [rule.start, rule.stop - 1],
+                    "rule_rows": [rule.start, rule.stop - 1] if rule else None,
                     "rule_safe": safe,
                 }
             )
@@ -214,7 +214,7 @@ def main():
     ]
     sweep_lines += [
         f"| {s['in']} | {s['out']} | {s['n']} | {s['measured_crossover']} | "
-        + ("none" if not s["code_crossover"] else "{} to {}".format(*s["code_rows"]))
+        + ("{} to {}".format(*s["rule_rows"]) if s["rule_rows"] else "none")
         + f" | {s['rule_safe']} | "
         + " | ".join(f"{s['factored_over_cached'][r]:.2f}" for r in sweep_rows)
         + " |"

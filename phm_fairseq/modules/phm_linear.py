@@ -83,6 +83,7 @@ def factored_crossover(in_features: int, out_features: int, n: int) -> int:
     return int(8 * weights / 1_048_576)
 
 
+@lru_cache(maxsize=None)  # asked at every forward
 def factored_rows_rule(in_features: int, out_features: int, n: int) -> range:
     """The row counts for which PHMLinear, by default on CPU, takes the factored product: 2 to
     ``factored_crossover`` rows. One row by H is a matrix-vector product, bound by reading H, at
