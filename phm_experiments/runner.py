@@ -131,22 +131,22 @@ class Evaluated:
 
 
 @contextlib.contextmanager
-def run_lock(run_dir: Path):
-    """One phm-run at a time in a run folder: an exclusive lock on RUN/.phm-run.lock, held while the
-    run is prepared, trained and evaluated (the system drops it when the process ends, however it
-    ends). The file names its holder, for the message of a second phm-run."""
-    run_dir.mkdir(parents=True, exist_ok=True)
-    file = open(run_dir / LOCK, "a+", encoding="utf-8")
+def exclusive(path: Path, when_held):
+    """An exclusive lock on the file ``path``, which names its holder while it is held (the system
+    drops the lock when the process ends, however it ends). Where another process holds it,
+    ``when_held(holder)`` decides: it raises to refuse, or returns to wait until the lock is free."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    file = open(path, "a+", encoding="utf-8")
     try:
-        fcntl.flock(file, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        file.seek(0)
-        holder = file.read().strip() or "a process that has not said who it is yet"
+        try:
+            fcntl.flock(file, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            file.seek(0)
+            when_held(file.read().strip() or "a process that has not said who it is yet")
+            fcntl.flock(file, fcntl.LOCK_EX)
+    except BaseException:
         file.close()
-        raise RunError(
-            f"{run_dir} is in use by another phm-run ({holder}): one phm-run at a time in a run folder. "
-            "Wait for it to finish, or stop it and run again (an interrupted training resumes)"
-        ) from None
+        raise
     try:
         file.seek(0)
         file.truncate()
@@ -157,6 +157,30 @@ def run_lock(run_dir: Path):
     finally:
         file.truncate(0)
         file.close()  # releases the lock
+
+
+def run_lock(run_dir: Path):
+    """One phm-run at a time in a run folder: an exclusive lock on RUN/.phm-run.lock, held while the
+    run is prepared, trained and evaluated; a second phm-run is refused with the holder's name."""
+
+    def refuse(holder):
+        raise RunError(
+            f"{run_dir} is in use by another phm-run ({holder}): one phm-run at a time in a run folder. "
+            "Wait for it to finish, or stop it and run again (an interrupted training resumes)"
+        )
+
+    return exclusive(run_dir / LOCK, refuse)
+
+
+def data_lock(data: Path):
+    """One `prepare` at a time for a data folder: an exclusive lock on .<name>.phm-run.lock beside it.
+    Runs of several configs share their data, and two phm-runs side by side (scripts/converged.sh)
+    would otherwise prepare it at once into the same staging folder, and both fail; the second waits."""
+
+    def wait(holder):
+        print(f"== waiting for another phm-run to prepare {data} ({holder})", flush=True)
+
+    return exclusive(data.parent / f".{data.name}{LOCK}", wait)
 
 
 def run_directory(config_path: Path, runs_dir: Path, seed) -> Path:
@@ -314,13 +338,17 @@ class Runner:
 
 def prepare(config: Config, fields: dict, folder: RunFolder):
     """Runs the config's `prepare` command where its data is not there yet: the command run, or None."""
-    if is_prepared(Path(config.data)):
+    data = Path(config.data)
+    if is_prepared(data):
         return None
     if not config.prepare:
         raise RunError(f"{config.path}: {config.data} holds no fairseq data and the config has no `prepare` command")
-    prepared = fill(config.prepare, fields)
-    print(f"== {config.path.name}: preparing {config.data}", flush=True)
-    commands.run_shell(prepared, folder.log("prepare"))
+    with data_lock(data):
+        if is_prepared(data):  # by the phm-run it waited for
+            return None
+        prepared = fill(config.prepare, fields)
+        print(f"== {config.path.name}: preparing {config.data}", flush=True)
+        commands.run_shell(prepared, folder.log("prepare"))
     return prepared
 
 

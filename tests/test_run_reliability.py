@@ -5,6 +5,7 @@ read strictly (duplicate keys, aliases, seeds, a model that cannot be built)."""
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import time
@@ -15,7 +16,7 @@ import yaml
 from conftest import TRAIN_COMMAND, console, copy_task_files, run_command, tiny_config, with_default_sigint
 
 from phm_experiments.config import ConfigError, load_config
-from phm_experiments.runner import run_lock
+from phm_experiments.runner import data_lock, run_lock
 
 
 @pytest.fixture(scope="module")
@@ -58,6 +59,32 @@ def test_a_second_phm_run_on_a_run_folder_in_use_is_refused_and_says_who_holds_i
         out = phm_run(setup, path, check=False)
     assert out.returncode == 1 and f"{folder} is in use by another phm-run (pid {os.getpid()} on " in out.stderr
     assert not (folder / "checkpoints").exists()  # it trained nothing
+
+
+def test_a_phm_run_waits_for_another_that_prepares_the_same_data_and_prepares_nothing_itself(setup, tmp_path):
+    # scripts/converged.sh starts two phm-runs whose first runs share data that is not there yet:
+    # both prepared it at once into one staging folder, and both failed
+    prepared = Path(yaml.safe_load((setup["configs"] / "_base.yaml").read_text())["data"])
+    data = tmp_path / "data-bin" / "copy"
+    path = config(setup, "shared_data.yaml", f"extends: _base.yaml\ndata: {data}\nprepare: exit 3\n")
+    with data_lock(data):
+        process = subprocess.Popen(
+            [console("phm-run"), str(path), "--runs-dir", str(setup["runs"])],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        waiting, seen = f"== waiting for another phm-run to prepare {data} (pid {os.getpid()} on ", []
+        while not seen or not seen[-1].startswith(waiting):
+            line = process.stdout.readline()
+            assert line, (seen, process.communicate())
+            seen.append(line)
+        shutil.copytree(prepared, data)  # what the other phm-run's `prepare` writes
+    out, err = process.communicate(timeout=300)
+    assert process.returncode == 0, err
+    folder = run_folder(setup, "shared_data")
+    assert not (folder / "prepare.log").exists()  # its own `prepare` (exit 3) never ran
+    assert json.loads((folder / "result.json").read_text())["prepare_command"] is None
 
 
 def fairseq_train_processes(folder: Path) -> list:
