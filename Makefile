@@ -23,16 +23,14 @@ results: install
 	$(VENV)/bin/phm-collect work/runs/small/sva --out results/sva --title "Subject-verb agreement, the shared 1,000-row sample (small budget)"
 
 # The converged-quality runs (configs/converged): many CPU hours, two queues in the background that
-# resume where they stopped; converged-report collects what has finished into results/converged_*.
+# resume where they stopped, each finished run's result.json kept in results/runs; converged-report
+# makes results/converged_* from those records. The learning-rate check that chose their lr:
+# `phm-run configs/converged/multi30k_lr_check` (results/converged_multi30k_lr_check).
 converged: install
 	scripts/converged.sh
 
 converged-report: install
-	$(VENV)/bin/phm-collect work/runs/converged/multi30k_lr_check --out results/converged_multi30k_lr_check --title "Multi30k en-de, the learning-rate check (8 epochs, 1 seed): BLEU on test2016"
-	$(VENV)/bin/phm-collect work/runs/converged/multi30k --out results/converged_multi30k --title "Multi30k en-de trained to convergence: BLEU on test2016"
-	$(VENV)/bin/phm-collect work/runs/converged/shakespeare --out results/converged_shakespeare --title "Modern -> Shakespeare trained to convergence: BLEU on the official valid split (selection on held-out training pairs)"
-	$(VENV)/bin/phm-collect work/runs/converged/sick --out results/converged_sick --title "SICK trained to convergence: accuracy on SICK trial"
-	$(VENV)/bin/phm-collect work/runs/converged/sva --out results/converged_sva --title "Subject-verb agreement sample trained to convergence"
+	scripts/converged.sh report
 
 test: install
 	$(PY) -m pytest

@@ -2,18 +2,23 @@
 # The converged-quality runs (configs/converged; issue "At convergence"), as two queues of phm-run
 # at one thread each, side by side on a 2-core machine. Safe to start again at any time: finished
 # runs are skipped, interrupted ones resume (phm-run), and a run folder is never worked on twice at
-# once (phm-run's lock). Logs: work/logs/converged_{a,b}.log. Reports: make converged-report.
+# once (phm-run's lock). Logs: work/logs/converged_{a,b}.log.
+#
+# The runs live in results/runs/converged/<corpus>/<config>/seed<S>/, and each finished run's
+# result.json is committed (results/runs/.gitignore keeps nothing else): the reports are made from
+# those records, and phm-run skips a run whose record is there. A training still going when its
+# machine goes away is lost (its checkpoints are not kept in git) and starts again.
 #   scripts/converged.sh          start both queues in the background and return
 #   scripts/converged.sh a|b      run one queue in the foreground
+#   scripts/converged.sh report   results/converged_<corpus>.{md,csv,png,curves.png} from the records
 set -euo pipefail
 cd "$(dirname "$0")/.."
-RUN=(env OMP_NUM_THREADS=1 .venv/bin/phm-run)
+RUNS=results/runs
+RUN=(env OMP_NUM_THREADS=1 .venv/bin/phm-run --runs-dir $RUNS)
 M=configs/converged/multi30k
 S=configs/converged/shakespeare
-M_LR=configs/converged/multi30k_lr_check
 
 queue_a() {
-  "${RUN[@]}" $M_LR/transformer_lr002.yaml $M_LR/transformer_lr001.yaml $M_LR/transformer_lr004.yaml
   "${RUN[@]}" $M/transformer.yaml $M/quaternion.yaml --seeds 1 2 3
   "${RUN[@]}" $M/phm_n2.yaml $M/phm_n16.yaml $M/phm_n4_rank8.yaml
   "${RUN[@]}" $S/transformer.yaml $S/quaternion.yaml --seeds 1 2
@@ -21,11 +26,18 @@ queue_a() {
 }
 
 queue_b() {
-  "${RUN[@]}" $M_LR/phm_n4_lr002.yaml $M_LR/phm_n4_lr001.yaml $M_LR/phm_n4_lr004.yaml
   "${RUN[@]}" $M/phm_n4.yaml --seeds 1 2 3
   "${RUN[@]}" $M/transformer_equal_params.yaml $M/phm_n8.yaml $M/phm_n4_shared_rule.yaml
   "${RUN[@]}" $S/phm_n4.yaml --seeds 1 2
   "${RUN[@]}" configs/converged/sva --seeds 1 2 3
+}
+
+report() { # CORPUS TITLE: collects the corpus's finished runs, where there are some
+  if compgen -G "$RUNS/converged/$1/*/seed*/result.json" > /dev/null; then
+    .venv/bin/phm-collect "$RUNS/converged/$1" --out "results/converged_$1" --title "$2"
+  else
+    echo "converged_$1: no finished run in $RUNS/converged/$1 yet"
+  fi
 }
 
 case ${1:-both} in
@@ -37,5 +49,11 @@ case ${1:-both} in
     nohup "$0" b >> work/logs/converged_b.log 2>&1 &
     echo "started: tail -f work/logs/converged_a.log work/logs/converged_b.log"
     ;;
-  *) echo "usage: $0 [a|b]" >&2; exit 2 ;;
+  report)
+    report multi30k "Multi30k en-de trained to convergence: BLEU on test2016"
+    report shakespeare "Modern -> Shakespeare trained to convergence: BLEU on the official valid split (selection on held-out training pairs)"
+    report sick "SICK trained to convergence: accuracy on SICK trial"
+    report sva "Subject-verb agreement sample trained to convergence"
+    ;;
+  *) echo "usage: $0 [a|b|report]" >&2; exit 2 ;;
 esac
