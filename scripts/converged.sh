@@ -8,8 +8,11 @@
 # result.json is committed (results/runs/.gitignore keeps nothing else): the reports are made from
 # those records, and phm-run skips a run whose record is there. A training still going when its
 # machine goes away is lost (its checkpoints are not kept in git) and starts again.
+# A Multi30k run takes about 1.5 hours, a SICK or SVA run minutes: where the machine goes away
+# within the hour, `short` runs only the short ones, which finish.
 #   scripts/converged.sh          start both queues in the background and return
-#   scripts/converged.sh a|b      run one queue in the foreground
+#   scripts/converged.sh short    the same with the short runs only (SICK beside SVA)
+#   scripts/converged.sh a|b|short-a|short-b   one queue in the foreground
 #   scripts/converged.sh report   results/converged_<corpus>.{md,csv,png,curves.png} from the records
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -18,18 +21,28 @@ RUN=(env OMP_NUM_THREADS=1 .venv/bin/phm-run --runs-dir $RUNS)
 M=configs/converged/multi30k
 S=configs/converged/shakespeare
 
+short_a() { "${RUN[@]}" configs/converged/sick --seeds 1 2 3; }
+short_b() { "${RUN[@]}" configs/converged/sva --seeds 1 2 3; }
+
 queue_a() {
   "${RUN[@]}" $M/transformer.yaml $M/quaternion.yaml --seeds 1 2 3
   "${RUN[@]}" $M/phm_n2.yaml $M/phm_n16.yaml $M/phm_n4_rank8.yaml
   "${RUN[@]}" $S/transformer.yaml $S/quaternion.yaml --seeds 1 2
-  "${RUN[@]}" configs/converged/sick --seeds 1 2 3
+  short_a
 }
 
 queue_b() {
   "${RUN[@]}" $M/phm_n4.yaml --seeds 1 2 3
   "${RUN[@]}" $M/transformer_equal_params.yaml $M/phm_n8.yaml $M/phm_n4_shared_rule.yaml
   "${RUN[@]}" $S/phm_n4.yaml --seeds 1 2
-  "${RUN[@]}" configs/converged/sva --seeds 1 2 3
+  short_b
+}
+
+start() { # QUEUE-A QUEUE-B: both in the background, each with its log
+  mkdir -p work/logs
+  nohup "$0" "$1" >> work/logs/converged_a.log 2>&1 &
+  nohup "$0" "$2" >> work/logs/converged_b.log 2>&1 &
+  echo "started: tail -f work/logs/converged_a.log work/logs/converged_b.log"
 }
 
 report() { # CORPUS TITLE: collects the corpus's finished runs, where there are some
@@ -43,17 +56,15 @@ report() { # CORPUS TITLE: collects the corpus's finished runs, where there are 
 case ${1:-both} in
   a) queue_a ;;
   b) queue_b ;;
-  both)
-    mkdir -p work/logs
-    nohup "$0" a >> work/logs/converged_a.log 2>&1 &
-    nohup "$0" b >> work/logs/converged_b.log 2>&1 &
-    echo "started: tail -f work/logs/converged_a.log work/logs/converged_b.log"
-    ;;
+  short-a) short_a ;;
+  short-b) short_b ;;
+  both) start a b ;;
+  short) start short-a short-b ;;
   report)
     report multi30k "Multi30k en-de trained to convergence: BLEU on test2016"
     report shakespeare "Modern -> Shakespeare trained to convergence: BLEU on the official valid split (selection on held-out training pairs)"
     report sick "SICK trained to convergence: accuracy on SICK trial"
     report sva "Subject-verb agreement sample trained to convergence"
     ;;
-  *) echo "usage: $0 [a|b|report]" >&2; exit 2 ;;
+  *) echo "usage: $0 [both|short|a|b|short-a|short-b|report]" >&2; exit 2 ;;
 esac
