@@ -32,7 +32,7 @@ from . import averaging, commands, evaluation, fairseq_train
 from .commands import CommandFailed, options
 from .config import Config, fill, load_config
 from .distill import distilled_data
-from .fingerprint import Fingerprint
+from .fingerprint import Fingerprint, differences
 from .logs import TrainingLog
 from .results import (
     Distillation,
@@ -261,6 +261,8 @@ class Runner:
         if previous and previous.config_sha256 == config.sha256:
             print(f"== {config.path.name}: done already ({folder.result})", flush=True)
             return previous
+        if previous and previous.fingerprint == fingerprint.sha256 and not folder.best.is_file():
+            raise RunError(record_without_checkpoints(config, folder, previous))
         check_checkpoints(folder, fingerprint, config)
         folder.path.mkdir(parents=True, exist_ok=True)
         prepared = prepare(config, fields, folder)
@@ -537,6 +539,17 @@ def completed_updates(output: str, checkpoint: Path):
     if not log.done or log.final_updates is None:
         return None
     return log.final_updates if saved_updates(checkpoint) == log.final_updates else None
+
+
+def record_without_checkpoints(config: Config, folder: RunFolder, previous: Result) -> str:
+    """Why a run of the same training whose evaluation keys changed cannot be evaluated again: its record
+    was kept without its checkpoints (results/runs keeps only result.json in git)."""
+    changes = "\n".join(f"  {line}" for line in differences(previous.config_values or {}, config.values))
+    return (
+        f"{folder.result} was made with other evaluation keys than {config.path} has now:\n{changes}\n"
+        f"and {folder.best} is not there to evaluate again (the record was kept without its checkpoints). "
+        "Put the checkpoints back, restore those keys, or run it again with --force to train it anew"
+    )
 
 
 def check_checkpoints(folder: RunFolder, fingerprint: Fingerprint, config: Config) -> None:

@@ -190,6 +190,21 @@ def test_a_broken_result_json_gets_the_advice_that_keeps_the_training(setup):
     assert "the training finished already" in again.stdout and (folder / "result.json").exists()
 
 
+def test_a_kept_record_without_checkpoints_is_not_evaluated_again_and_says_what_changed(setup):
+    # results/runs keeps only result.json in git: a record of the converged runs whose evaluation keys
+    # were edited has no checkpoint to evaluate again
+    path = config(setup, "record_only.yaml")
+    phm_run(setup, path)
+    folder = run_folder(setup, "record_only")
+    shutil.rmtree(folder / "checkpoints")
+    assert "done already" in phm_run(setup, path).stdout  # the record alone is a finished run
+    config(setup, "record_only.yaml", 'extends: _base.yaml\ndescription: "edited"\n')
+    out = phm_run(setup, path, check=False)
+    assert out.returncode == 1 and "Traceback" not in out.stderr, out.stderr
+    assert "was made with other evaluation keys" in out.stderr and "description: (not set) -> edited" in out.stderr
+    assert json.loads((folder / "result.json").read_text())["description"] == ""  # the record is kept as it was
+
+
 # --- phm-collect pools one config only ------------------------------------------------------------
 
 
