@@ -412,3 +412,39 @@ def test_phm_params_names_a_missing_checkpoint_and_refuses_empty_ones(kit, tmp_p
     with pytest.raises(SystemExit):
         phm_params.main([str(tmp_path / "cut.pt")])
     assert "cannot be read as a fairseq checkpoint (truncated, or not a checkpoint)" in capsys.readouterr().err
+
+
+# --- the report's frontier ----------------------------------------------------------------------
+
+
+def test_the_frontier_keeps_the_models_no_smaller_one_matches_and_is_drawn(tmp_path):
+    from types import SimpleNamespace
+
+    from phm_experiments.report.plots import frontier, plot_scores
+
+    def row(name, params, score, std=None):
+        return SimpleNamespace(
+            row=name, column="multi30k", metric="bleu", score=score, score_std=std, params_no_emb=params, params=params
+        )
+
+    rows = [
+        row("transformer", 925_696, 34.0, 0.3),
+        row("transformer_equal_params", 239_148, 30.0),
+        row("phm_n4", 239_104, 32.0, 0.4),
+        row("quaternion", 237_568, 31.5, 0.2),
+        row("phm_n8", 135_168, 29.0),
+        row("phm_n16", 163_840, 28.0),  # more parameters than n=8 and a lower score: off the frontier
+        row("phm_n4_rank8", 91_648, 25.0),
+    ]
+    assert [r.row for r in frontier(rows, "params_no_emb")] == [
+        "phm_n4_rank8",
+        "phm_n8",
+        "quaternion",
+        "phm_n4",
+        "transformer",
+    ]
+    # of equal sizes the better; of equal scores the smaller
+    tie = [row("a", 100, 20.0), row("b", 100, 21.0), row("c", 200, 21.0)]
+    assert [r.row for r in frontier(tie, "params")] == ["b"]
+    plot_scores(rows, tmp_path / "frontier.png")
+    assert (tmp_path / "frontier.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -16,29 +16,38 @@ def pyplot():
     return plt
 
 
+def frontier(rows: list[Row], key: str) -> list[Row]:
+    """The rows that no row of at most their parameters (``key``) matches: the best score at each size."""
+    best, kept = float("-inf"), []
+    for row in sorted(rows, key=lambda r: (getattr(r, key), -r.score)):
+        if row.score > best:
+            best = row.score
+            kept.append(row)
+    return kept
+
+
 def plot_scores(rows: list[Row], path: Path):
-    """The frontier: score against parameters without embeddings (left) and in all (right), each
-    model a point with its seeds' standard deviation, one line per corpus, sorted by parameters."""
+    """The frontier: score against parameters without embeddings (left) and in all (right). Each model
+    is a point with its seeds' standard deviation, in a colour and marker of its own (the legend); a
+    dashed staircase per corpus joins the models that no smaller one matches."""
     plt = pyplot()
     import matplotlib.ticker
 
     rows = [r for r in rows if "@" not in r.row]  # a run's epochs have its parameters: its final score only
-    fig, axes = plt.subplots(1, 2, figsize=(12, 4.5))
+    models = list(dict.fromkeys(r.row for r in rows))
+    style = {m: {"color": f"C{i % 10}", "marker": "osD^v<>ph*"[i // 10 % 10]} for i, m in enumerate(models)}
+    columns = sorted({r.column for r in rows})
+    fig, axes = plt.subplots(1, 2, figsize=(13, 5))
     for ax, (key, label) in zip(axes, (("params_no_emb", "parameters without embeddings"), ("params", "parameters"))):
-        for i, column in enumerate(sorted({r.column for r in rows})):
-            sel = sorted((r for r in rows if r.column == column), key=lambda r: getattr(r, key))
-            ax.errorbar(
-                [getattr(r, key) for r in sel],
-                [r.score for r in sel],
-                yerr=[r.score_std or 0 for r in sel],
-                fmt="o-",
-                color=f"C{i}",
-                lw=1,
-                capsize=3,
-                label=column,
-            )
-            for r in sel:
-                ax.annotate(r.row, (getattr(r, key), r.score), textcoords="offset points", xytext=(4, 4), fontsize=7)
+        for column in columns:
+            best = frontier([r for r in rows if r.column == column], key)
+            name = "frontier" + (f" ({column})" if len(columns) > 1 else "")
+            ax.step([getattr(r, key) for r in best], [r.score for r in best], "--", where="post", color="0.6", lw=1)
+            ax.plot([], [], "--", color="0.6", lw=1, label=name)
+        for r in rows:
+            ax.errorbar(getattr(r, key), r.score, yerr=r.score_std or 0, capsize=3, ls="none", **style[r.row])
+        for m in models:
+            ax.plot([], [], ls="none", label=m, **style[m])
         if key == "params_no_emb":  # from a few thousand (n=16, shared rule) to the dense layers: a log scale
             ax.set_xscale("log")
         else:  # the embeddings keep every model within a factor of 2 or so: linear, in millions
@@ -46,8 +55,9 @@ def plot_scores(rows: list[Row], path: Path):
         ax.set_xlabel(label)
         ax.set_ylabel(rows[0].metric + (" (mean ± sd over seeds)" if any(r.score_std for r in rows) else ""))
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=8)
-    fig.tight_layout()
+    handles, labels = axes[0].get_legend_handles_labels()
+    fig.tight_layout(rect=(0, 0, 0.82, 1))
+    fig.legend(handles, labels, loc="center left", bbox_to_anchor=(0.82, 0.5), fontsize=8)
     fig.savefig(path, dpi=120)
     plt.close(fig)
 
