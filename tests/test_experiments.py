@@ -448,3 +448,14 @@ def test_the_frontier_keeps_the_models_no_smaller_one_matches_and_is_drawn(tmp_p
     assert [r.row for r in frontier(tie, "params")] == ["b"]
     plot_scores(rows, tmp_path / "frontier.png")
     assert (tmp_path / "frontier.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_the_papers_figures_stand_beside_ours_as_the_paper_gives_them():
+    from types import SimpleNamespace
+
+    from phm_experiments.report.tables import pivot
+
+    rows = [SimpleNamespace(row="lstm", column="sick"), SimpleNamespace(row="phm_lstm_n2", column="sick")]
+    paper = {"lstm": 721000.0, "phm_lstm_n2": 84.5}  # a count read back from JSON as a float, and a score
+    lines = pivot(rows, lambda r: "x", lambda r: paper[r.row])
+    assert lines[2:] == ["| lstm | x (721000) |", "| phm_lstm_n2 | x (84.5) |"]
