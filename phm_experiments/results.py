@@ -14,6 +14,8 @@ from pathlib import Path
 
 from phm_fairseq.modules.parameter_count import ParameterCount
 
+from .config import Number
+
 SCHEMA_VERSION = 1
 
 
@@ -147,7 +149,7 @@ class Result:
     config: str  # the config file
     config_sha256: str  # of every value of the config: a run whose config changed is not "done"
     description: str
-    paper: typing.Dict[str, float]
+    paper: typing.Dict[str, Number]  # a count stays an int (721000), a score a float
     seed: int
     arch: typing.Optional[str]
     prepare_command: typing.Optional[str]
@@ -211,10 +213,16 @@ def from_json(kind, value):
     """``value`` (parsed JSON) as an instance of the type ``kind`` (one of the dataclasses above,
     or a type of their fields), checked field by field."""
     origin, arguments = typing.get_origin(kind), typing.get_args(kind)
-    if origin is typing.Union:  # Optional[X]
-        if value is None:
+    if origin is typing.Union:  # Optional[X], Number: the first type that takes the value
+        if value is None and type(None) in arguments:
             return None
-        return from_json(next(a for a in arguments if a is not type(None)), value)
+        *others, last = [a for a in arguments if a is not type(None)]
+        for kind in others:
+            try:
+                return from_json(kind, value)
+            except (TypeError, ValueError):
+                pass
+        return from_json(last, value)
     if dataclasses.is_dataclass(kind):
         if not isinstance(value, dict):
             raise TypeError(f"{kind.__name__}: expected an object, got {type(value).__name__}")

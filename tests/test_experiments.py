@@ -455,7 +455,12 @@ def test_the_papers_figures_stand_beside_ours_as_the_paper_gives_them():
 
     from phm_experiments.report.tables import pivot
 
+    # result.json's paper figures read back: a count stays an int, a score a float
+    read = from_json(Result.__annotations__["paper"], {"parameters": 721000, "accuracy": 84.5})
+    assert read == {"parameters": 721000, "accuracy": 84.5} and isinstance(read["parameters"], int)
+    with pytest.raises(TypeError):
+        from_json(Result.__annotations__["paper"], {"parameters": "721K"})
     rows = [SimpleNamespace(row="lstm", column="sick"), SimpleNamespace(row="phm_lstm_n2", column="sick")]
-    paper = {"lstm": 721000.0, "phm_lstm_n2": 84.5}  # a count read back from JSON as a float, and a score
+    paper = {"lstm": read["parameters"], "phm_lstm_n2": read["accuracy"]}
     lines = pivot(rows, lambda r: "x", lambda r: paper[r.row])
     assert lines[2:] == ["| lstm | x (721000) |", "| phm_lstm_n2 | x (84.5) |"]

@@ -25,8 +25,6 @@ def params_cell(row: Row) -> str:
 
 def _cell(value, paper=None):
     text = "" if value is None else f"{value:,}" if isinstance(value, int) else str(value)
-    if isinstance(paper, float) and paper.is_integer():  # a count read back as a number: 721000, not 721000.0
-        paper = int(paper)
     return f"{text} ({paper})" if paper is not None else text
 
 
