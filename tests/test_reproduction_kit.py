@@ -2,6 +2,7 @@
 
 import csv
 import json
+import shutil
 
 import pytest
 import yaml
@@ -96,6 +97,27 @@ def test_collect_makes_the_papers_table_from_the_runs(grid, tmp_path):
     assert f"| phm_n2 | {mean['phm_n2']} ± " in table and "(99.9)" in table  # mean ± std (paper)
     assert table.count(TRAIN_COMMAND) == 4 and table.count("fairseq-generate") == 4
     assert (tmp_path / "report.png").stat().st_size > 0 and (tmp_path / "report.curves.png").stat().st_size > 0
+
+
+def test_speeds_are_set_against_the_dense_model_only_like_for_like(grid, tmp_path):
+    """A run at another thread count (or on another CPU) than the dense model's: its speed stands
+    in the table, its ratio to the dense model's does not."""
+    _root, _configs, runs, _log = grid
+    shutil.copytree(runs / "tiny", tmp_path / "tiny")
+    collected = run_command(console("phm-collect"), tmp_path / "tiny", "--out", tmp_path / "same")
+    rows = {row["row"]: row for row in csv.DictReader(open(tmp_path / "same.csv"))}
+    assert float(rows["phm_n2"]["train_speed_vs_dense"]) > 0 and rows["phm_n2"]["eval_speed_vs_dense"]
+    threads = json.loads((runs / "tiny/transformer/seed1/result.json").read_text())["environment"]["threads"]
+    record = tmp_path / "tiny/phm_n2/seed2/result.json"
+    result = json.loads(record.read_text())
+    result["environment"]["threads"] = threads + 1
+    record.write_text(json.dumps(result))
+    collected = run_command(console("phm-collect"), tmp_path / "tiny", "--out", tmp_path / "mixed")
+    rows = {row["row"]: row for row in csv.DictReader(open(tmp_path / "mixed.csv"))}
+    assert rows["phm_n2"]["threads"] == f"{threads} / {threads + 1}"
+    assert rows["phm_n2"]["train_speed_vs_dense"] == rows["phm_n2"]["eval_speed_vs_dense"] == ""
+    assert float(rows["transformer"]["train_speed_vs_dense"]) == 1.0
+    assert f"torch threads: {threads} / {threads + 1}, by run" in (tmp_path / "mixed.md").read_text(), collected.stdout
 
 
 def fairseq_record(time: str, tag: str, epoch: int, **stats) -> str:

@@ -53,6 +53,7 @@ class Row:
     stopped_early: Optional[str]
     train_hours: Optional[str]
     seeds: str  # "1 2 3"
+    threads: str  # each seed's torch threads, as "a / b / c": speeds compare only at one count
     paper_score: Optional[float]  # the paper's figure (of a finished training: not on an epoch's row)
     params: int
     params_no_emb: int
@@ -125,9 +126,16 @@ def ratio(value, reference):
     return round(value / reference, 3) if value and reference else None
 
 
+def machine_of(runs: list[Entry]) -> Optional[tuple]:
+    """The (device, torch threads) that every run ran on; None where they differ."""
+    machines = {(entry.result.environment.device, entry.result.environment.threads) for entry in runs}
+    return machines.pop() if len(machines) == 1 else None
+
+
 def run_rows(entries: list[Entry]) -> list[Row]:
-    """One row per config and corpus: its seeds' runs averaged, set against the corpus's dense model;
-    by corpus, in the paper's order."""
+    """One row per config and corpus: its seeds' runs averaged, set against the corpus's dense model
+    (speeds only where both ran on one device at one thread count: like for like); by corpus, in the
+    paper's order."""
     groups = {}
     for entry in entries:
         groups.setdefault((entry.column, entry.row), []).append(entry)
@@ -136,16 +144,17 @@ def run_rows(entries: list[Entry]) -> list[Row]:
     dense = {}
     for (column, name), runs in sorted(groups.items(), key=lambda item: row_order(item[0][1])):
         if is_dense(runs[0]) and "@" not in name:
-            dense.setdefault(column, mean_of(column, name, runs))
+            dense.setdefault(column, (mean_of(column, name, runs), machine_of(runs)))
     rows = []
     for (column, name), runs in groups.items():
         check_one_config(runs)
         row = mean_of(column, name, runs)
-        reference = dense.get(column)
+        reference, reference_machine = dense.get(column, (None, None))
         dense_no_emb = reference.params_no_emb if reference else row.dense_params_no_emb
         row.params_change = round(100 * (row.params_no_emb / dense_no_emb - 1), 1)
-        row.train_speed_vs_dense = ratio(row.train_words_per_s, reference and reference.train_words_per_s)
-        row.eval_speed_vs_dense = ratio(row.eval_examples_per_s, reference and reference.eval_examples_per_s)
+        if reference and reference_machine is not None and machine_of(runs) == reference_machine:
+            row.train_speed_vs_dense = ratio(row.train_words_per_s, reference.train_words_per_s)
+            row.eval_speed_vs_dense = ratio(row.eval_examples_per_s, reference.eval_examples_per_s)
         rows.append(row)
     return sorted(rows, key=lambda row: (row.column, row_order(row.row)))
 
@@ -198,6 +207,7 @@ def mean_of(column: str, name: str, runs: list[Entry]) -> Row:
         stopped_early=seeds_of(t.stopped_early for t in training),
         train_hours=seeds_of(round(t.total_wall_seconds / 3600, 2) if t.total_wall_seconds else None for t in training),
         seeds=" ".join(str(entry.result.seed) for entry in runs),
+        threads=seeds_of(entry.result.environment.threads for entry in runs),
         paper_score=paper.get(evaluation[0].metric) if epoch is None else None,
         params=first.parameters.total,
         params_no_emb=first.parameters.without_embeddings,

@@ -55,6 +55,7 @@ RUN_COLUMNS = [
     ("inference_seconds", "eval s"),
     ("updates", "updates"),
     ("seeds", "seeds"),
+    ("threads", "threads"),
 ]
 
 
@@ -126,10 +127,13 @@ def markdown(title: str, rows: list[Row], entries: list[Entry]) -> str:
     ]
     lines += ["| " + " | ".join(run_cell(r, key) for key, _ in RUN_COLUMNS) + " |" for r in rows]
     env = entries[0].result.environment
+    devices = sorted({entry.result.environment.device for entry in entries})
+    threads = sorted({entry.result.environment.threads for entry in entries})
     lines += [
         "",
         f"Measured with phm-fairseq {env.phm_fairseq} @ {env.git_commit}, torch {env.torch}, "
-        f"fairseq {env.fairseq}, Python {env.python} on {env.device} (torch threads: {env.threads}), "
+        f"fairseq {env.fairseq}, Python {env.python} on {' / '.join(devices)} (torch threads: "
+        f"{' / '.join(map(str, threads))}{', by run: the threads column' if len(threads) > 1 else ''}), "
         f"{env.date[:10]}. The commands of each run:",
         "",
     ]
