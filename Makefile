@@ -22,8 +22,8 @@ results: install
 	$(VENV)/bin/phm-collect work/runs/small/sick --out results/sick --title "SICK (small budget): accuracy on SICK trial"
 	$(VENV)/bin/phm-collect work/runs/small/sva --out results/sva --title "Subject-verb agreement, the shared 1,000-row sample (small budget)"
 
-# The converged-quality runs (configs/converged): many CPU hours, two queues in the background that
-# resume where they stopped, each finished run's result.json kept in results/runs; converged-report
+# The converged-quality runs (configs/converged): many CPU hours, one queue in the background that
+# resumes where it stopped, each finished run's result.json kept in results/runs; converged-report
 # makes results/converged_* from those records. The learning-rate check that chose their lr:
 # `phm-run configs/converged/multi30k_lr_check` (results/converged_multi30k_lr_check).
 converged: install

@@ -174,8 +174,8 @@ def run_lock(run_dir: Path):
 
 def data_lock(data: Path):
     """One `prepare` at a time for a data folder: an exclusive lock on .<name>.phm-run.lock beside it.
-    Runs of several configs share their data, and two phm-runs side by side (scripts/converged.sh)
-    would otherwise prepare it at once into the same staging folder, and both fail; the second waits."""
+    Runs of several configs share their data, and two phm-runs side by side (two queues, two
+    terminals) would otherwise prepare it at once into the same staging folder, and both fail; the second waits."""
 
     def wait(holder):
         print(f"== waiting for another phm-run to prepare {data} ({holder})", flush=True)

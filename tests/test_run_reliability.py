@@ -62,7 +62,8 @@ def test_a_second_phm_run_on_a_run_folder_in_use_is_refused_and_says_who_holds_i
 
 
 def test_a_phm_run_waits_for_another_that_prepares_the_same_data_and_prepares_nothing_itself(setup, tmp_path):
-    # scripts/converged.sh starts two phm-runs whose first runs share data that is not there yet:
+    # two phm-runs side by side (scripts/converged.sh once ran two queues) whose first runs share data
+    # that is not there yet:
     # both prepared it at once into one staging folder, and both failed
     prepared = Path(yaml.safe_load((setup["configs"] / "_base.yaml").read_text())["data"])
     data = tmp_path / "data-bin" / "copy"
