@@ -3,9 +3,10 @@ fairseq checkpoint (the paper averages checkpoints; the fairseq wheel has no
 scripts/average_checkpoints.py).
 
 Every floating-point tensor of the model is averaged (accumulated in float64, stored in its own
-dtype); any other entry (an integer buffer) must be equal in every checkpoint and is kept. The
-rest of the file is the last checkpoint's (cfg, extra_state, optimizer_history), less its
-optimizer state, which no evaluation reads.
+dtype); any other entry (an integer buffer) must be equal in every checkpoint and is kept. Names
+that share one tensor in the checkpoint (tied embeddings and output projection) share one average,
+so the file holds it once, as the checkpoint does. The rest of the file is the last checkpoint's
+(cfg, extra_state, optimizer_history), less its optimizer state, which no evaluation reads.
 """
 
 import re
@@ -60,14 +61,19 @@ def average_checkpoints(paths: list, out: Path) -> Path:
                 )
             else:
                 sums[name] = tensor
-    model = state["model"]
-    state["model"] = {
-        name: (sums[name] / len(paths)).to(tensor.dtype) if tensor.is_floating_point() else tensor
-        for name, tensor in model.items()
-    }
+    averages = {}  # one per tensor of the last checkpoint: names tied to one tensor stay tied
+    for name, tensor in state["model"].items():
+        if tensor.is_floating_point():
+            tensor = averages.setdefault(same_tensor(tensor), (sums[name] / len(paths)).to(tensor.dtype))
+        state["model"][name] = tensor
     state["last_optimizer_state"] = None
     out = Path(out)
     partial = out.with_name(f".{out.name}.partial")
     torch.save(state, partial)
     partial.replace(out)
     return out
+
+
+def same_tensor(tensor) -> tuple:
+    """What makes two entries of a loaded state dict one tensor: the same view of the same storage."""
+    return (tensor.untyped_storage().data_ptr(), tensor.storage_offset(), tuple(tensor.shape), tensor.stride())

@@ -9,7 +9,7 @@ import torch
 import yaml
 from conftest import TINY_TRAIN, console, copy_task_files, run_command, tiny_config
 
-from phm_experiments.averaging import AveragingError, average_checkpoints, last_epoch_checkpoints
+from phm_experiments.averaging import AveragingError, average_checkpoints, last_epoch_checkpoints, same_tensor
 from phm_experiments.fairseq_train import early_stopping_state, training_arguments
 from phm_experiments.logs import TrainingLog
 from phm_experiments.results import Result
@@ -115,6 +115,10 @@ def test_average_of_checkpoints_is_the_mean_of_their_weights(uninterrupted, tmp_
         assert value.dtype == weights[0][name].dtype
         torch.testing.assert_close(value.double(), expected, rtol=0, atol=1e-6)
     assert averaged["last_optimizer_state"] is None
+    # the shared embeddings (--share-all-embeddings) stay one tensor: the file holds them once
+    tied = ["encoder.embed_tokens.weight", "decoder.embed_tokens.weight", "decoder.output_projection.weight"]
+    assert len({same_tensor(weights[-1][name]) for name in tied}) == 1
+    assert len({same_tensor(averaged["model"][name]) for name in tied}) == 1
     with pytest.raises(AveragingError, match="holds 3 .*--keep-last-epochs 4"):
         last_epoch_checkpoints(uninterrupted["dir"], 4)
 
