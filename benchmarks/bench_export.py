@@ -5,8 +5,10 @@ float32 and int8 (phm-export --format ctranslate2), one sentence at a time and b
     python -m benchmarks.bench_export                   # the demo model (trains it if absent) and the base size
     python -m benchmarks.bench_export --checkpoint work/runs/small/multi30k/phm_n4/seed1/checkpoints/checkpoint_best.pt
     python -m benchmarks.bench_export --quick           # a tiny model trained here on 2,000 pairs: checks it runs
+    python -m benchmarks.bench_export --quality CKPT... # BLEU only, of trained models (e.g. converged ones)
 
-Writes benchmarks/results/export_cpu.{json,md} (--quick: work/bench_export_quick/export_cpu_quick.*).
+Writes benchmarks/results/export_cpu.{json,md} (--quick: work/bench_export_quick/export_cpu_quick.*;
+--quality: export_quality_cpu.*).
 - demo: make demo's PHM-Transformer n=4 (configs/small/multi30k/phm_n4.yaml, trained by phm-run unless
   --checkpoint is given) on the Multi30k test set: BLEU (sacrebleu, detokenized, against raw/test.de) and speed
   from the same runs. Target: CTranslate2 int8 BLEU within 0.3 of fairseq-generate's on the PHM checkpoint.
@@ -19,6 +21,9 @@ in this process (translate_batch timed; tokenization and BPE outside the timer, 
 fairseq-generate's). Beam 5, length penalty 0.6; batched: 128 sentences a batch. Every figure is the median
 of --rounds runs that alternate the engines. Model bytes: the PHM model's weights (its checkpoint without
 optimizer state), the exported checkpoint file, the CTranslate2 directory.
+- --quality: what int8 costs a model trained to convergence (the demo model is trained 4 epochs): BLEU of
+  fairseq-generate and of CTranslate2 float32 and int8, batched, once; no speed, which is measured above
+  (these checkpoints live where their long runs trained, a machine that is seldom quiet).
 """
 
 import argparse
@@ -252,6 +257,68 @@ def measure(size, run, checkpoint, data, work, threads, rounds, length=None) -> 
     return rows
 
 
+def quality(run, checkpoints: list, data: Path, work: Path, threads: int) -> list:
+    """BLEU of every checkpoint by fairseq-generate and CTranslate2 float32 and int8 (batched, one run each)."""
+    import sacrebleu
+
+    sentences = (data / "raw" / "test.en").read_text(encoding="utf-8").splitlines()
+    references = (data / "raw" / "test.de").read_text(encoding="utf-8").splitlines()
+    rows = []
+    for checkpoint in checkpoints:
+        model = f"{checkpoint.parents[2].name}/{checkpoint.parents[1].name}/{checkpoint.stem}"  # <config>/seed<S>/…
+        outputs, sizes = {}, {"fairseq PHM": phm_weights_bytes(checkpoint)}
+        outputs["fairseq PHM"], _, command = fairseq_generate(run, data, checkpoint, 128, plugin=True)
+        run.log.append(command)
+        for quantization in ("float32", "int8"):
+            out = work / "quality" / f"{model.replace('/', '_')}_ct2_{quantization}"
+            run("phm-export", checkpoint, "--format", "ctranslate2", "--quantization", quantization, "--out", out,
+                done=out.exists())  # fmt: skip
+            engine = f"CTranslate2 {quantization}"
+            outputs[engine], _ = CTranslate2(out, data, threads).translate(sentences, 128)
+            sizes[engine] = disk_bytes(out)
+        fairseq_bleu = sacrebleu.corpus_bleu(outputs["fairseq PHM"], [references]).score
+        for engine, hypotheses in outputs.items():
+            bleu = sacrebleu.corpus_bleu(hypotheses, [references]).score
+            rows.append(
+                {
+                    "model": model,
+                    "engine": engine.replace("fairseq PHM", "fairseq"),
+                    "bleu": round(bleu, 2),
+                    "vs_fairseq": round(bleu - fairseq_bleu, 2),
+                    "mb_on_disk": sizes[engine] / 1e6,
+                    "differing_from_fairseq": sum(a != b for a, b in zip(hypotheses, outputs["fairseq PHM"])),
+                    # the target is a loss: an int8 model that scores higher does not miss it
+                    "meets_target": bleu >= fairseq_bleu - TARGET_BLEU_GAP if "int8" in engine else "",
+                }
+            )
+            print(f"{model:<24} {rows[-1]['engine']:<20} BLEU {bleu:.2f} ({bleu - fairseq_bleu:+.2f})", flush=True)
+    return rows
+
+
+def report_quality(run, checkpoints: list, data: Path, work: Path, threads: int) -> Path:
+    rows = quality(run, checkpoints, data, work, threads)
+    columns = [
+        ("model", "model"),
+        ("engine", "engine"),
+        ("bleu", "BLEU"),
+        ("vs_fairseq", "vs fairseq"),
+        ("mb_on_disk", "MB on disk"),
+        ("differing_from_fairseq", "lines differing from fairseq"),
+        ("meets_target", f"int8 loses at most {TARGET_BLEU_GAP} BLEU"),
+    ]
+    notes = " ".join(
+        [
+            f"{len(rows) // 3} checkpoints on {shown(data)}'s 1,000 test sentences; BLEU by sacrebleu on the",
+            "detokenized output against raw/test.de. Beam 5, length penalty 0.6, 128 sentences a batch.",
+            "fairseq: fairseq-generate on the checkpoint (with the plugin for a PHM model); CTranslate2: its",
+            "phm-export --format ctranslate2, as docs/translation.md deploys it. No speed here: see export_cpu.md.",
+        ]
+    )
+    notes += "\n\nCommands (from the repository root):\n\n" + "\n".join(f"    {c}" for c in run.log)
+    title = "What CTranslate2's int8 costs trained models: BLEU of fairseq and CTranslate2 (cpu)"
+    return write_report("export_quality_cpu", title, environment("cpu"), columns, rows, notes)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--checkpoint", type=Path, help=f"the demo model (default: {DEMO_CONFIG}'s, by phm-run)")
@@ -261,10 +328,18 @@ def main():
     parser.add_argument("--rounds", type=int, default=3, help="runs of every engine and mode (medians)")
     parser.add_argument("--work", type=Path, default=REPO / "work" / "bench_export", help="models and exports")
     parser.add_argument("--quick", action="store_true", help="a tiny model trained here, 20 base sentences, 1 round")
+    parser.add_argument("--quality", type=Path, nargs="+", metavar="CHECKPOINT", help="BLEU only, of these models")
     args = parser.parse_args()
     threads = int(os.environ.get("OMP_NUM_THREADS", os.cpu_count() or 1))
     torch.set_num_threads(threads)
     run = Commands(threads)
+    if args.quality:
+        missing = [str(c) for c in args.quality if not c.is_file()]
+        if missing:
+            parser.error(f"no such checkpoint: {', '.join(missing)}")
+        prepare_multi30k(str(args.data))
+        print(f"wrote {report_quality(run, args.quality, args.data, args.work, threads)} (+ .json)")
+        return
     if args.quick:
         args.work = REPO / "work" / "bench_export_quick"
         args.base_sentences, args.rounds = 20, 1
