@@ -143,7 +143,6 @@ def environment(device: str = "cpu") -> dict:
     command = shlex.join(["python", "-m", spec.name, *sys.argv[1:]]) if spec is not None else None
     return {
         **provenance.environment(device, command=command),
-        "cpu_capability": torch.backends.cpu.get_cpu_capability(),
         "instruction_sets": instruction_sets(),
     }
 

@@ -5,6 +5,7 @@ import json
 import shutil
 
 import pytest
+import torch
 import yaml
 from conftest import TINY, TRAIN_COMMAND, console, run_command
 
@@ -118,6 +119,13 @@ def test_speeds_are_set_against_the_dense_model_only_like_for_like(grid, tmp_pat
     assert rows["phm_n2"]["train_speed_vs_dense"] == rows["phm_n2"]["eval_speed_vs_dense"] == ""
     assert float(rows["transformer"]["train_speed_vs_dense"]) == 1.0
     assert f"torch threads: {threads} / {threads + 1}, by run" in (tmp_path / "mixed.md").read_text(), collected.stdout
+    # the same thread count on a CPU whose kernels differ (one model name covers AVX2 and AVX512 EPYCs)
+    assert result["environment"]["cpu_capability"] == torch.backends.cpu.get_cpu_capability()
+    result["environment"].update(threads=threads, cpu_capability="another")
+    record.write_text(json.dumps(result))
+    run_command(console("phm-collect"), tmp_path / "tiny", "--out", tmp_path / "kernels")
+    rows = {row["row"]: row for row in csv.DictReader(open(tmp_path / "kernels.csv"))}
+    assert rows["phm_n2"]["threads"] == f"{threads} / {threads}" and rows["phm_n2"]["train_speed_vs_dense"] == ""
 
 
 def fairseq_record(time: str, tag: str, epoch: int, **stats) -> str:

@@ -127,15 +127,17 @@ def ratio(value, reference):
 
 
 def machine_of(runs: list[Entry]) -> Optional[tuple]:
-    """The (device, torch threads) that every run ran on; None where they differ."""
-    machines = {(entry.result.environment.device, entry.result.environment.threads) for entry in runs}
+    """The (device, torch's CPU kernels, torch threads) that every run ran on; None where they differ."""
+    machines = {
+        (e.result.environment.device, e.result.environment.cpu_capability, e.result.environment.threads) for e in runs
+    }
     return machines.pop() if len(machines) == 1 else None
 
 
 def run_rows(entries: list[Entry]) -> list[Row]:
     """One row per config and corpus: its seeds' runs averaged, set against the corpus's dense model
-    (speeds only where both ran on one device at one thread count: like for like); by corpus, in the
-    paper's order."""
+    (speeds only where both ran on one CPU, with the same kernels, at one thread count: like for
+    like); by corpus, in the paper's order."""
     groups = {}
     for entry in entries:
         groups.setdefault((entry.column, entry.row), []).append(entry)
