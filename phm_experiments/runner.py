@@ -34,6 +34,7 @@ from .config import Config, fill, load_config
 from .distill import distilled_data
 from .fingerprint import Fingerprint, differences
 from .logs import TrainingLog
+from .provenance import environment
 from .results import (
     Distillation,
     Environment,
@@ -480,9 +481,9 @@ def record(
     evaluated: Evaluated,
     teacher: Teacher | None,
 ) -> Result:
-    """The run's result.json: the steps' records, with the trained model's parameter counts and the environment."""
-    from .provenance import environment
-
+    """The run's result.json: the steps' records, with the trained model's parameter counts and the environment.
+    (provenance is imported at load, as results is: a provenance imported only here, by a queue
+    started before an edit, wrote fields that the queue's Environment did not know)"""
     return Result(
         config=str(config.path),
         config_sha256=config.sha256,
