@@ -266,8 +266,8 @@ def quality(run, checkpoints: list, data: Path, work: Path, threads: int) -> lis
     rows = []
     for checkpoint in checkpoints:
         model = f"{checkpoint.parents[2].name}/{checkpoint.parents[1].name}/{checkpoint.stem}"  # <config>/seed<S>/…
-        outputs, sizes = {}, {"fairseq PHM": phm_weights_bytes(checkpoint)}
-        outputs["fairseq PHM"], _, command = fairseq_generate(run, data, checkpoint, 128, plugin=True)
+        outputs, sizes = {}, {"fairseq": phm_weights_bytes(checkpoint)}
+        outputs["fairseq"], _, command = fairseq_generate(run, data, checkpoint, 128, plugin=True)
         run.log.append(command)
         for quantization in ("float32", "int8"):
             out = work / "quality" / f"{model.replace('/', '_')}_ct2_{quantization}"
@@ -276,22 +276,22 @@ def quality(run, checkpoints: list, data: Path, work: Path, threads: int) -> lis
             engine = f"CTranslate2 {quantization}"
             outputs[engine], _ = CTranslate2(out, data, threads).translate(sentences, 128)
             sizes[engine] = disk_bytes(out)
-        fairseq_bleu = sacrebleu.corpus_bleu(outputs["fairseq PHM"], [references]).score
+        fairseq_bleu = sacrebleu.corpus_bleu(outputs["fairseq"], [references]).score
         for engine, hypotheses in outputs.items():
             bleu = sacrebleu.corpus_bleu(hypotheses, [references]).score
             rows.append(
                 {
                     "model": model,
-                    "engine": engine.replace("fairseq PHM", "fairseq"),
+                    "engine": engine,
                     "bleu": round(bleu, 2),
                     "vs_fairseq": round(bleu - fairseq_bleu, 2),
                     "mb_on_disk": sizes[engine] / 1e6,
-                    "differing_from_fairseq": sum(a != b for a, b in zip(hypotheses, outputs["fairseq PHM"])),
+                    "differing_from_fairseq": sum(a != b for a, b in zip(hypotheses, outputs["fairseq"])),
                     # the target is a loss: an int8 model that scores higher does not miss it
                     "meets_target": bleu >= fairseq_bleu - TARGET_BLEU_GAP if "int8" in engine else "",
                 }
             )
-            print(f"{model:<24} {rows[-1]['engine']:<20} BLEU {bleu:.2f} ({bleu - fairseq_bleu:+.2f})", flush=True)
+            print(f"{model:<24} {engine:<20} BLEU {bleu:.2f} ({bleu - fairseq_bleu:+.2f})", flush=True)
     return rows
 
 
@@ -308,7 +308,7 @@ def report_quality(run, checkpoints: list, data: Path, work: Path, threads: int)
     ]
     notes = " ".join(
         [
-            f"{len(rows) // 3} checkpoints on {shown(data)}'s 1,000 test sentences; BLEU by sacrebleu on the",
+            f"{len(checkpoints)} checkpoints on {shown(data)}'s 1,000 test sentences; BLEU by sacrebleu on the",
             "detokenized output against raw/test.de. Beam 5, length penalty 0.6, 128 sentences a batch.",
             "fairseq: fairseq-generate on the checkpoint (with the plugin for a PHM model); CTranslate2: its",
             "phm-export --format ctranslate2, as docs/translation.md deploys it. No speed here: see export_cpu.md.",

@@ -64,8 +64,10 @@ def average_checkpoints(paths: list, out: Path) -> Path:
     averages = {}  # one per tensor of the last checkpoint: names tied to one tensor stay tied
     for name, tensor in state["model"].items():
         if tensor.is_floating_point():
-            tensor = averages.setdefault(same_tensor(tensor), (sums[name] / len(paths)).to(tensor.dtype))
-        state["model"][name] = tensor
+            key = same_tensor(tensor)
+            if key not in averages:
+                averages[key] = (sums[name] / len(paths)).to(tensor.dtype)
+            state["model"][name] = averages[key]
     state["last_optimizer_state"] = None
     out = Path(out)
     partial = out.with_name(f".{out.name}.partial")

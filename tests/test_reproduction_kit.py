@@ -105,7 +105,7 @@ def test_speeds_are_set_against_the_dense_model_only_like_for_like(grid, tmp_pat
     in the table, its ratio to the dense model's does not."""
     _root, _configs, runs, _log = grid
     shutil.copytree(runs / "tiny", tmp_path / "tiny")
-    collected = run_command(console("phm-collect"), tmp_path / "tiny", "--out", tmp_path / "same")
+    run_command(console("phm-collect"), tmp_path / "tiny", "--out", tmp_path / "same")
     rows = {row["row"]: row for row in csv.DictReader(open(tmp_path / "same.csv"))}
     assert float(rows["phm_n2"]["train_speed_vs_dense"]) > 0 and rows["phm_n2"]["eval_speed_vs_dense"]
     threads = json.loads((runs / "tiny/transformer/seed1/result.json").read_text())["environment"]["threads"]
