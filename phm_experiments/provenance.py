@@ -64,6 +64,6 @@ def environment(device: str = "cpu", command=None) -> dict:
         "phm_fairseq": __version__,
         "device": torch.cuda.get_device_name() if device == "cuda" else _cpu_model(),
         "threads": torch.get_num_threads(),
-        # the kernels torch picked for this CPU (AVX2, AVX512): one model name covers both
-        "cpu_capability": None if device == "cuda" else torch.backends.cpu.get_cpu_capability(),
+        # the kernels torch picked for the CPU (AVX2, AVX512; the host's on a GPU machine): one model name covers both
+        "cpu_capability": torch.backends.cpu.get_cpu_capability(),
     }

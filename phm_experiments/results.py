@@ -142,7 +142,7 @@ class Environment:
     phm_fairseq: str
     device: str
     threads: int
-    cpu_capability: typing.Optional[str] = None  # torch's CPU kernels; None: a GPU, or not recorded (before it was)
+    cpu_capability: typing.Optional[str] = None  # torch's CPU kernels; None: recorded before it was
 
 
 @dataclass
