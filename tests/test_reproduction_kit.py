@@ -126,6 +126,8 @@ def test_speeds_are_set_against_the_dense_model_only_like_for_like(grid, tmp_pat
     run_command(console("phm-collect"), tmp_path / "tiny", "--out", tmp_path / "kernels")
     rows = {row["row"]: row for row in csv.DictReader(open(tmp_path / "kernels.csv"))}
     assert rows["phm_n2"]["threads"] == f"{threads} / {threads}" and rows["phm_n2"]["train_speed_vs_dense"] == ""
+    assert rows["phm_n2"]["cpu_kernels"].endswith(" / another")
+    assert "another, by run: the CPU kernels column" in (tmp_path / "kernels.md").read_text()
 
 
 def fairseq_record(time: str, tag: str, epoch: int, **stats) -> str:

@@ -54,6 +54,7 @@ class Row:
     train_hours: Optional[str]
     seeds: str  # "1 2 3"
     threads: str  # each seed's torch threads, as "a / b / c": speeds compare only at one count
+    cpu_kernels: Optional[str]  # each seed's torch CPU kernels (AVX2, AVX512): and only on one kind
     paper_score: Optional[float]  # the paper's figure (of a finished training: not on an epoch's row)
     params: int
     params_no_emb: int
@@ -210,6 +211,7 @@ def mean_of(column: str, name: str, runs: list[Entry]) -> Row:
         train_hours=seeds_of(round(t.total_wall_seconds / 3600, 2) if t.total_wall_seconds else None for t in training),
         seeds=" ".join(str(entry.result.seed) for entry in runs),
         threads=seeds_of(entry.result.environment.threads for entry in runs),
+        cpu_kernels=seeds_of(entry.result.environment.cpu_capability for entry in runs),
         paper_score=paper.get(evaluation[0].metric) if epoch is None else None,
         params=first.parameters.total,
         params_no_emb=first.parameters.without_embeddings,

@@ -56,6 +56,7 @@ RUN_COLUMNS = [
     ("updates", "updates"),
     ("seeds", "seeds"),
     ("threads", "threads"),
+    ("cpu_kernels", "CPU kernels"),
 ]
 
 
@@ -129,11 +130,13 @@ def markdown(title: str, rows: list[Row], entries: list[Entry]) -> str:
     env = entries[0].result.environment
     devices = sorted({entry.result.environment.device for entry in entries})
     threads = sorted({entry.result.environment.threads for entry in entries})
+    kernels = sorted({entry.result.environment.cpu_capability or "not recorded" for entry in entries})
     lines += [
         "",
         f"Measured with phm-fairseq {env.phm_fairseq} @ {env.git_commit}, torch {env.torch}, "
         f"fairseq {env.fairseq}, Python {env.python} on {' / '.join(devices)} (torch threads: "
-        f"{' / '.join(map(str, threads))}{', by run: the threads column' if len(threads) > 1 else ''}), "
+        f"{' / '.join(map(str, threads))}{', by run: the threads column' if len(threads) > 1 else ''}; "
+        f"torch CPU kernels: {' / '.join(kernels)}{', by run: the CPU kernels column' if len(kernels) > 1 else ''}), "
         f"{env.date[:10]}. The commands of each run:",
         "",
     ]
