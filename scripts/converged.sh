@@ -26,6 +26,7 @@ queue() {
   "${RUN[@]}" $M/transformer.yaml $M/phm_n4.yaml --seeds 1 2
   "${RUN[@]}" $M/transformer_equal_params.yaml $M/quaternion.yaml --seeds 1
   "${RUN[@]}" $S/transformer.yaml $S/phm_n4.yaml --seeds 1
+  "${RUN[@]}" $M/phm_n4_algebra_init.yaml  # PHM n=4 trails the quaternion model: is it the rule's start?
   "${RUN[@]}" $M/transformer.yaml $M/phm_n4.yaml $M/quaternion.yaml --seeds 1 2 3
   "${RUN[@]}" $S/transformer.yaml $S/phm_n4.yaml $S/quaternion.yaml --seeds 1 2
   "${RUN[@]}" $M/phm_n2.yaml $M/phm_n8.yaml $M/phm_n16.yaml $M/phm_n4_shared_rule.yaml $M/phm_n4_rank8.yaml
