@@ -34,7 +34,7 @@ from .config import Config, fill, load_config
 from .distill import distilled_data
 from .fingerprint import Fingerprint, differences
 from .logs import TrainingLog
-from .provenance import environment
+from .provenance import environment  # at load, as results: a queue started before an edit of both kept its own pair
 from .results import (
     Distillation,
     Environment,
@@ -481,9 +481,7 @@ def record(
     evaluated: Evaluated,
     teacher: Teacher | None,
 ) -> Result:
-    """The run's result.json: the steps' records, with the trained model's parameter counts and the environment.
-    (provenance is imported at load, as results is: a provenance imported only here, by a queue
-    started before an edit, wrote fields that the queue's Environment did not know)"""
+    """The run's result.json: the steps' records, with the trained model's parameter counts and the environment."""
     return Result(
         config=str(config.path),
         config_sha256=config.sha256,

@@ -129,21 +129,26 @@ def markdown(title: str, rows: list[Row], entries: list[Entry]) -> str:
     lines += ["| " + " | ".join(run_cell(r, key) for key, _ in RUN_COLUMNS) + " |" for r in rows]
     env = entries[0].result.environment
     devices = sorted({entry.result.environment.device for entry in entries})
-    threads = sorted({entry.result.environment.threads for entry in entries})
-    kernels = sorted({entry.result.environment.cpu_capability or "not recorded" for entry in entries})
+    threads = by_run({entry.result.environment.threads for entry in entries}, "threads")
+    kernels = by_run({entry.result.environment.cpu_capability or "not recorded" for entry in entries}, "CPU kernels")
     lines += [
         "",
         f"Measured with phm-fairseq {env.phm_fairseq} @ {env.git_commit}, torch {env.torch}, "
-        f"fairseq {env.fairseq}, Python {env.python} on {' / '.join(devices)} (torch threads: "
-        f"{' / '.join(map(str, threads))}{', by run: the threads column' if len(threads) > 1 else ''}; "
-        f"torch CPU kernels: {' / '.join(kernels)}{', by run: the CPU kernels column' if len(kernels) > 1 else ''}), "
-        f"{env.date[:10]}. The commands of each run:",
+        f"fairseq {env.fairseq}, Python {env.python} on {' / '.join(devices)} (torch threads: {threads}; "
+        f"torch CPU kernels: {kernels}), {env.date[:10]}. The commands of each run:",
         "",
     ]
     for r in rows:
         lines.append(f"- {r.column}/{r.row}:")
         lines += [f"  `{command}`" for pair in zip(r.train_commands, r.evaluate_commands) for command in pair]
     return "\n".join(lines) + "\n"
+
+
+def by_run(values: set, column: str) -> str:
+    """The footer's values of one environment field, "a / b"; where they differ, it points to the
+    table's column that gives each run's."""
+    shown = " / ".join(map(str, sorted(values)))
+    return f"{shown}, by run: the {column} column" if len(values) > 1 else shown
 
 
 def write_csv(rows: list[Row], path: Path) -> None:
