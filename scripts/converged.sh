@@ -30,6 +30,7 @@ queue() {
   "${RUN[@]}" $M/transformer.yaml $M/phm_n4.yaml $M/quaternion.yaml --seeds 1 2 3
   "${RUN[@]}" $S/transformer.yaml $S/phm_n4.yaml $S/quaternion.yaml --seeds 1 2
   "${RUN[@]}" $M/phm_n2.yaml $M/phm_n8.yaml $M/phm_n16.yaml $M/phm_n4_shared_rule.yaml $M/phm_n4_rank8.yaml
+  "${RUN[@]}" $M/phm_n4_algebra_init.yaml --seeds 1 2 3  # does the quaternion start of A hold over seeds?
   "${RUN[@]}" configs/converged/sick configs/converged/sva --seeds 1 2 3
 }
 
