@@ -23,6 +23,8 @@ S=configs/converged/shakespeare
 # One run towards each of the targets first, then the seeds of their means, then the rest
 # of the frontier: whatever point the queue is stopped at, what is done answers the most.
 queue() {
+  # the lr check's top (results/converged_multi30k_lr_check): both kinds were best at 0.004, its highest lr
+  "${RUN[@]}" configs/converged/multi30k_lr_check/{transformer,phm_n4}_lr008.yaml
   "${RUN[@]}" $M/transformer.yaml $M/phm_n4.yaml --seeds 1 2
   "${RUN[@]}" $M/transformer_equal_params.yaml $M/quaternion.yaml --seeds 1
   "${RUN[@]}" $S/transformer.yaml $S/phm_n4.yaml --seeds 1
@@ -34,9 +36,9 @@ queue() {
   "${RUN[@]}" configs/converged/sick configs/converged/sva --seeds 1 2 3
 }
 
-report() { # CORPUS TITLE: collects the corpus's finished runs, where there are some
+report() { # CORPUS TITLE [REPORT]: collects the corpus's finished runs, where there are some
   if compgen -G "$RUNS/converged/$1/*/seed*/result.json" > /dev/null; then
-    .venv/bin/phm-collect "$RUNS/converged/$1" --out "results/converged_$1" --title "$2"
+    .venv/bin/phm-collect "$RUNS/converged/$1" --out "results/${3:-converged_$1}" --title "$2"
   else
     echo "converged_$1: no finished run in $RUNS/converged/$1 yet"
   fi
@@ -54,6 +56,9 @@ case ${1:-start} in
     report shakespeare "Modern -> Shakespeare trained to convergence: BLEU on the official valid split (selection on held-out training pairs)"
     report sick "SICK trained to convergence: accuracy on SICK trial"
     report sva "Subject-verb agreement sample trained to convergence"
+    # lr 0.001-0.004 ran before records were kept in results/runs: results/converged_multi30k_lr_check.md
+    report multi30k_lr_check "Multi30k en-de, the learning-rate check at lr 0.008 (8 epochs, 1 seed): BLEU on test2016" \
+      converged_multi30k_lr_check_lr008
     ;;
   *) echo "usage: $0 [start|queue|report]" >&2; exit 2 ;;
 esac
