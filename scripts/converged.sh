@@ -25,11 +25,12 @@ S=configs/converged/shakespeare
 queue() {
   # the lr check's top (results/converged_multi30k_lr_check): both kinds were best at 0.004, its highest lr
   "${RUN[@]}" configs/converged/multi30k_lr_check/{transformer,phm_n4}_lr008.yaml
+  "${RUN[@]}" $M/phm_n4_lr008.yaml --seeds 1 2 3  # PHM n=4's own best lr in that check
   "${RUN[@]}" $M/transformer.yaml $M/phm_n4.yaml --seeds 1 2
   "${RUN[@]}" $M/transformer_equal_params.yaml $M/quaternion.yaml --seeds 1
   "${RUN[@]}" $S/transformer.yaml $S/phm_n4.yaml --seeds 1
   "${RUN[@]}" $M/phm_n4_algebra_init.yaml  # PHM n=4 trails the quaternion model: is it the rule's start?
-  "${RUN[@]}" $M/transformer.yaml $M/phm_n4.yaml $M/quaternion.yaml --seeds 1 2 3
+  "${RUN[@]}" $M/transformer.yaml $M/quaternion.yaml --seeds 1 2 3  # PHM n=4 at 0.004: seeds 1-2 only
   "${RUN[@]}" $S/transformer.yaml $S/phm_n4.yaml $S/quaternion.yaml --seeds 1 2
   "${RUN[@]}" $M/phm_n2.yaml $M/phm_n8.yaml $M/phm_n16.yaml $M/phm_n4_shared_rule.yaml $M/phm_n4_rank8.yaml
   "${RUN[@]}" $M/phm_n4_algebra_init.yaml --seeds 1 2 3  # does the quaternion start of A hold over seeds?
