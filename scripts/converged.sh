@@ -25,7 +25,10 @@ S=configs/converged/shakespeare
 queue() {
   # the lr check's top (results/converged_multi30k_lr_check): both kinds were best at 0.004, its highest lr
   "${RUN[@]}" configs/converged/multi30k_lr_check/{transformer,phm_n4}_lr008.yaml
-  "${RUN[@]}" $M/phm_n4_lr008.yaml --seeds 1 2 3  # PHM n=4's own best lr in that check
+  "${RUN[@]}" $M/phm_n4_lr008.yaml --seeds 1 2  # PHM n=4's own best lr in that check
+  # the same check for the table's other kinds (their 0.004 side: their converged seed 1's first 8 epochs)
+  "${RUN[@]}" configs/converged/multi30k_lr_check/{quaternion,transformer_equal_params}_lr008.yaml
+  "${RUN[@]}" $M/phm_n4_lr008.yaml --seeds 1 2 3
   "${RUN[@]}" $M/transformer.yaml $M/phm_n4.yaml --seeds 1 2
   "${RUN[@]}" $M/transformer_equal_params.yaml $M/quaternion.yaml --seeds 1
   "${RUN[@]}" $S/transformer.yaml $S/phm_n4.yaml --seeds 1
