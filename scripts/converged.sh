@@ -34,8 +34,8 @@ queue() {
   "${RUN[@]}" $S/transformer.yaml $S/phm_n4.yaml --seeds 1
   "${RUN[@]}" $M/phm_n4_algebra_init.yaml  # PHM n=4 trails the quaternion model: is it the rule's start?
   "${RUN[@]}" $M/transformer.yaml $M/quaternion.yaml --seeds 1 2 3  # PHM n=4 at 0.004: seeds 1-2 only
-  "${RUN[@]}" $S/transformer.yaml $S/phm_n4.yaml $S/quaternion.yaml --seeds 1 2
-  "${RUN[@]}" $M/phm_n2.yaml $M/phm_n8.yaml $M/phm_n16.yaml $M/phm_n4_shared_rule.yaml $M/phm_n4_rank8.yaml
+  "${RUN[@]}" $S/transformer.yaml $S/phm_n4_lr008.yaml $S/quaternion.yaml --seeds 1 2  # PHM n=4 at 0.004: seed 1
+  "${RUN[@]}" $M/phm_n{2,8,16}_lr008.yaml $M/phm_n4_{shared_rule,rank8}_lr008.yaml  # at PHM's own lr
   "${RUN[@]}" $M/phm_n4_algebra_init.yaml --seeds 1 2 3  # does the quaternion start of A hold over seeds?
   "${RUN[@]}" configs/converged/sick configs/converged/sva --seeds 1 2 3
 }
