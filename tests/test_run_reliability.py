@@ -210,15 +210,16 @@ def test_a_kept_record_without_checkpoints_is_not_evaluated_again_and_says_what_
 
 
 def test_collect_refuses_to_average_seeds_of_different_configs(setup):
+    # seed 1 ran, then the config was edited and seed 2 ran
     path = config(setup, "edited.yaml")
-    phm_run(setup, path, "--seeds", "1", "2")
+    phm_run(setup, path, "--seeds", "1")
     config(setup, "edited.yaml", "extends: _base.yaml\ntrain: {lr: 0.002}\n")
-    phm_run(setup, path, "--seeds", "1", "--force")
+    phm_run(setup, path, "--seeds", "2")
     out = run_command(
         console("phm-collect"), setup["runs"] / "rel" / "edited", "--out", setup["root"] / "edited", check=False
     )
     assert out.returncode == 1 and "seed 1 and seed 2 ran different configs" in out.stderr
-    assert "train.lr: 0.002 -> 0.005" in out.stderr
+    assert "train.lr: 0.005 -> 0.002" in out.stderr
 
 
 def test_collect_refuses_an_out_path_it_cannot_write(setup, tmp_path):
