@@ -450,6 +450,29 @@ def test_the_frontier_keeps_the_models_no_smaller_one_matches_and_is_drawn(tmp_p
     assert (tmp_path / "frontier.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
+def test_rows_are_set_against_the_dense_twin_of_the_compressed_models_not_a_smaller_dense_model():
+    from types import SimpleNamespace
+
+    from phm_experiments.report.aggregate import dense_models
+
+    def runs(column, total, dense_total):
+        parameters = SimpleNamespace(total=total, dense_total=dense_total)
+        return [SimpleNamespace(column=column, result=SimpleNamespace(parameters=parameters))] * 2  # two seeds
+
+    groups = {
+        # the dense model of PHM n=4's size comes first by name, but is not what PHM n=4 compresses
+        ("multi30k", "transformer_equal_params_lr008"): runs("multi30k", 866_348, 866_348),
+        ("multi30k", "transformer_lr008@avg5"): runs("multi30k", 2_180_096, 2_180_096),  # an average: never
+        ("multi30k", "transformer_lr008"): runs("multi30k", 2_180_096, 2_180_096),
+        ("multi30k", "phm_n4_lr008"): runs("multi30k", 1_493_504, 2_180_096),
+        # no compressed model to tell the twin: the first dense model in the paper's order
+        ("sick", "lstm_student"): runs("sick", 1_000, 1_000),
+        ("sick", "lstm"): runs("sick", 2_000, 2_000),
+        ("sva", "phm_n2"): runs("sva", 600, 1_000),  # no dense model at all: no reference
+    }
+    assert dense_models(groups) == {"multi30k": "transformer_lr008", "sick": "lstm"}
+
+
 def test_the_papers_figures_stand_beside_ours_as_the_paper_gives_them():
     from types import SimpleNamespace
 

@@ -135,6 +135,22 @@ def machine_of(runs: list[Entry]) -> Optional[tuple]:
     return machines.pop() if len(machines) == 1 else None
 
 
+def dense_models(groups: dict[tuple[str, str], list[Entry]]) -> dict[str, str]:
+    """The row of each corpus that the others are set against: the dense twin of its compressed
+    models (its parameters are theirs with every PHM or quaternion layer dense), not a smaller dense
+    model beside it; else the first dense model in the paper's order (e.g. before a distilled dense
+    student). A run's own rows only (checkpoint_best.pt's), not its epochs' or averages'."""
+    twins = {(e.column, e.result.parameters.dense_total) for runs in groups.values() for e in runs if not is_dense(e)}
+    candidates = sorted(
+        (key for key, runs in groups.items() if is_dense(runs[0]) and "@" not in key[1]),
+        key=lambda key: ((key[0], groups[key][0].result.parameters.total) not in twins, row_order(key[1])),
+    )
+    chosen = {}
+    for column, name in candidates:
+        chosen.setdefault(column, name)
+    return chosen
+
+
 def run_rows(entries: list[Entry]) -> list[Row]:
     """One row per config and corpus: its seeds' runs averaged, set against the corpus's dense model
     (speeds only where both ran on one CPU, with the same kernels, at one thread count: like for
@@ -142,12 +158,10 @@ def run_rows(entries: list[Entry]) -> list[Row]:
     groups = {}
     for entry in entries:
         groups.setdefault((entry.column, entry.row), []).append(entry)
-    # the dense model of a corpus: its checkpoint_best.pt rows (not its epochs)
-    # (the first in the paper's order where a corpus has several, e.g. a distilled dense student)
-    dense = {}
-    for (column, name), runs in sorted(groups.items(), key=lambda item: row_order(item[0][1])):
-        if is_dense(runs[0]) and "@" not in name:
-            dense.setdefault(column, (mean_of(column, name, runs), machine_of(runs)))
+    dense = {
+        column: (mean_of(column, name, groups[column, name]), machine_of(groups[column, name]))
+        for column, name in dense_models(groups).items()
+    }
     rows = []
     for (column, name), runs in groups.items():
         check_one_config(runs)
