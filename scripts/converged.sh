@@ -23,21 +23,21 @@ S=configs/converged/shakespeare
 # One run towards each of the issue's targets first, then the seeds of their means, then the rest
 # of the frontier: whatever point the queue is stopped at, what is done answers the most.
 queue() {
-  # the lr check's top (results/converged_multi30k_lr_check): both kinds were best at 0.004, its highest lr
-  "${RUN[@]}" configs/converged/multi30k_lr_check/{transformer,phm_n4}_lr008.yaml
-  "${RUN[@]}" $M/phm_n4_lr008.yaml --seeds 1 2  # PHM n=4's own best lr in that check
-  # the same check for the table's other kinds (their 0.004 side: their converged seed 1's first 8 epochs)
-  "${RUN[@]}" configs/converged/multi30k_lr_check/{quaternion,transformer_equal_params}_lr008.yaml
-  "${RUN[@]}" $M/phm_n4_lr008.yaml --seeds 1 2 3
-  "${RUN[@]}" $M/transformer.yaml $M/phm_n4.yaml --seeds 1 2
-  "${RUN[@]}" $M/transformer_equal_params.yaml $M/quaternion.yaml --seeds 1
-  "${RUN[@]}" $S/transformer.yaml $S/phm_n4.yaml --seeds 1
-  "${RUN[@]}" $M/phm_n4_algebra_init.yaml  # PHM n=4 trails the quaternion model: is it the rule's start?
-  "${RUN[@]}" $M/transformer.yaml $M/quaternion.yaml --seeds 1 2 3  # PHM n=4 at 0.004: seeds 1-2 only
-  "${RUN[@]}" $S/transformer.yaml $S/phm_n4_lr008.yaml $S/quaternion.yaml --seeds 1 2  # PHM n=4 at 0.004: seed 1
-  "${RUN[@]}" $M/phm_n{2,8,16}_lr008.yaml $M/phm_n4_{shared_rule,rank8}_lr008.yaml  # at PHM's own lr
-  "${RUN[@]}" $M/phm_n4_algebra_init.yaml --seeds 1 2 3  # does the quaternion start of A hold over seeds?
+  # the recipe check's top (results/converged_multi30k_lr_check_lr008): every kind of the Multi30k
+  # table at 0.008, 8 epochs, seed 1 (0.001-0.004 ran first, the whole folder again at the end)
+  "${RUN[@]}" configs/converged/multi30k_lr_check/{transformer,phm_n4,quaternion,transformer_equal_params}_lr008.yaml
+  # every kind at its own best lr: one run towards each target, then the seeds of their means
+  "${RUN[@]}" $M/transformer.yaml $M/phm_n4_lr008.yaml --seeds 1 2 3
+  "${RUN[@]}" $M/transformer_equal_params_lr008.yaml $M/quaternion_lr008.yaml $S/transformer.yaml $S/phm_n4_lr008.yaml
+  "${RUN[@]}" $M/quaternion_lr008.yaml --seeds 1 2 3
+  "${RUN[@]}" $S/transformer.yaml $S/phm_n4_lr008.yaml $S/quaternion_lr008.yaml --seeds 1 2
+  "${RUN[@]}" $M/phm_n{2,8,16}_lr008.yaml $M/phm_n4_{shared_rule,rank8}_lr008.yaml  # the frontier, at PHM's lr
+  # every kind at the dense twin's lr, 0.004, as ran before the check was taken on to 0.008
+  "${RUN[@]}" $M/phm_n4.yaml --seeds 1 2
+  "${RUN[@]}" $M/transformer_equal_params.yaml $M/quaternion.yaml $S/phm_n4.yaml
+  "${RUN[@]}" $M/phm_n4_algebra_init.yaml --seeds 1 2 3  # PHM n=4 trails the quaternion model: is it the rule's start?
   "${RUN[@]}" configs/converged/sick configs/converged/sva --seeds 1 2 3
+  "${RUN[@]}" configs/converged/multi30k_lr_check  # the whole check, 0.001-0.008, its records in $RUNS
 }
 
 report() { # CORPUS TITLE [REPORT]: collects the corpus's finished runs, where there are some
