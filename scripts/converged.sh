@@ -24,8 +24,10 @@ S=configs/converged/shakespeare
 # of the frontier: whatever point the queue is stopped at, what is done answers the most.
 queue() {
   # the recipe check's top (results/converged_multi30k_lr_check_lr008): every kind of the Multi30k
-  # table at 0.008, 8 epochs, seed 1 (0.001-0.004 ran first, the whole folder again at the end)
+  # table at 0.008, then at 0.016 where 0.008 was best; 8 epochs, seed 1 (0.001-0.004 ran first,
+  # the whole folder again at the end)
   "${RUN[@]}" configs/converged/multi30k_lr_check/{transformer,phm_n4,quaternion,transformer_equal_params}_lr008.yaml
+  "${RUN[@]}" configs/converged/multi30k_lr_check/{phm_n4,quaternion,transformer_equal_params}_lr016.yaml  # best at 0.008
   # every kind at its own best lr: one run towards each target, then the seeds of their means
   "${RUN[@]}" $M/transformer.yaml $M/phm_n4_lr008.yaml --seeds 1 2 3
   "${RUN[@]}" $M/transformer_equal_params_lr008.yaml $M/quaternion_lr008.yaml $S/transformer.yaml $S/phm_n4_lr008.yaml
