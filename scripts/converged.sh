@@ -23,7 +23,7 @@ S=configs/converged/shakespeare
 # One run towards each of the targets first, then the seeds of their means, then the rest
 # of the frontier: whatever point the queue is stopped at, what is done answers the most.
 queue() {
-  # the recipe check's top (results/converged_multi30k_lr_check_lr008): every kind of the Multi30k
+  # the recipe check's top (results/converged_multi30k_lr_check_lr008_lr016): every kind of the Multi30k
   # table at 0.008, then at 0.016 where 0.008 was best; 8 epochs, seed 1 (0.001-0.004 ran first,
   # the whole folder again at the end)
   "${RUN[@]}" configs/converged/multi30k_lr_check/{transformer,phm_n4,quaternion,transformer_equal_params}_lr008.yaml
@@ -63,8 +63,8 @@ case ${1:-start} in
     report sick "SICK trained to convergence: accuracy on SICK trial"
     report sva "Subject-verb agreement sample trained to convergence"
     # lr 0.001-0.004 ran before records were kept in results/runs: results/converged_multi30k_lr_check.md
-    report multi30k_lr_check "Multi30k en-de, the learning-rate check at lr 0.008 (8 epochs, 1 seed): BLEU on test2016" \
-      converged_multi30k_lr_check_lr008
+    report multi30k_lr_check "Multi30k en-de, the learning-rate check at lr 0.008 and 0.016 (8 epochs, 1 seed): BLEU on test2016" \
+      converged_multi30k_lr_check_lr008_lr016
     ;;
   *) echo "usage: $0 [start|queue|report]" >&2; exit 2 ;;
 esac
