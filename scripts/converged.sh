@@ -23,9 +23,9 @@ S=configs/converged/shakespeare
 # One run towards each of the targets first, then the seeds of their means, then the rest
 # of the frontier: whatever point the queue is stopped at, what is done answers the most.
 queue() {
-  # the recipe check's top (results/converged_multi30k_lr_check_lr008_lr016): every kind of the Multi30k
-  # table at 0.008, then at 0.016 where 0.008 was best; 8 epochs, seed 1 (0.001-0.004 ran first,
-  # the whole folder again at the end)
+  # the recipe check's top (results/converged_multi30k_lr_check_lr008_lr016): every kind of the
+  # Multi30k table at 0.008, then at 0.016 where 0.008 was best; 8 epochs, seed 1 (0.001-0.004 ran
+  # first, the whole folder again at the end)
   "${RUN[@]}" configs/converged/multi30k_lr_check/{transformer,phm_n4,quaternion,transformer_equal_params}_lr008.yaml
   "${RUN[@]}" configs/converged/multi30k_lr_check/{phm_n4,quaternion,transformer_equal_params}_lr016.yaml  # best at 0.008
   # every kind at its own best lr: one run towards each target, then the seeds of their means
@@ -39,7 +39,7 @@ queue() {
   "${RUN[@]}" $M/transformer_equal_params.yaml $M/quaternion.yaml $S/phm_n4.yaml
   "${RUN[@]}" $M/phm_n4_algebra_init.yaml --seeds 1 2 3  # PHM n=4 trails the quaternion model: is it the rule's start?
   "${RUN[@]}" configs/converged/sick configs/converged/sva --seeds 1 2 3
-  "${RUN[@]}" configs/converged/multi30k_lr_check  # the whole check, 0.001-0.008, its records in $RUNS
+  "${RUN[@]}" configs/converged/multi30k_lr_check  # the whole check, 0.001-0.016, its records in $RUNS
 }
 
 report() { # CORPUS TITLE [REPORT]: collects the corpus's finished runs, where there are some
