@@ -32,6 +32,7 @@ queue() {
   "${RUN[@]}" $M/transformer.yaml $M/phm_n4_lr008.yaml --seeds 1 2 3
   "${RUN[@]}" $M/transformer_equal_params_lr008.yaml $M/quaternion_lr008.yaml $S/transformer.yaml $S/phm_n4_lr008.yaml
   "${RUN[@]}" $M/quaternion_lr008.yaml --seeds 1 2 3
+  "${RUN[@]}" $M/transformer_equal_params_lr008.yaml --seeds 1 2 3  # seed 1 leads PHM n=4 by 1.9: is it the seed?
   "${RUN[@]}" $S/transformer.yaml $S/phm_n4_lr008.yaml $S/quaternion_lr008.yaml --seeds 1 2
   "${RUN[@]}" $M/phm_n{2,8,16}_lr008.yaml $M/phm_n4_{shared_rule,rank8}_lr008.yaml  # the frontier, at PHM's lr
   # every kind at the dense twin's lr, 0.004, as ran before the check was taken on to 0.008
