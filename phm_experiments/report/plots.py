@@ -26,12 +26,31 @@ def frontier(rows: list[Row], key: str) -> list[Row]:
     return kept
 
 
+def dodge(xs: list[float], within=0.02, step=7.0) -> list[float]:
+    """Horizontal offsets, in points, that set apart the points whose x lie within a relative ``within``
+    of each other (models of the same size), centred on their x; a lone point keeps 0."""
+    offsets = [0.0] * len(xs)
+    order = sorted(range(len(xs)), key=lambda i: xs[i])
+    groups = []
+    for i in order:
+        if groups and xs[i] <= xs[groups[-1][0]] * (1 + within):
+            groups[-1].append(i)
+        else:
+            groups.append([i])
+    for group in groups:
+        for k, i in enumerate(group):
+            offsets[i] = (k - (len(group) - 1) / 2) * step
+    return offsets
+
+
 def plot_scores(rows: list[Row], path: Path):
     """The frontier: score against parameters without embeddings (left) and in all (right). Each model
     is a point with its seeds' standard deviation, in a colour and marker of its own (the legend); a
-    dashed staircase per corpus joins the models that no smaller one matches."""
+    dashed staircase per corpus joins the models that no smaller one matches. Models of the same size
+    stand a few points apart (``dodge``), so their spreads do not hide each other; their x is exact."""
     plt = pyplot()
     import matplotlib.ticker
+    import matplotlib.transforms
 
     rows = [r for r in rows if "@" not in r.row]  # a run's epochs have its parameters: its final score only
     models = list(dict.fromkeys(r.row for r in rows))
@@ -44,14 +63,20 @@ def plot_scores(rows: list[Row], path: Path):
             name = "frontier" + (f" ({column})" if len(columns) > 1 else "")
             ax.step([getattr(r, key) for r in best], [r.score for r in best], "--", where="post", color="0.6", lw=1)
             ax.plot([], [], "--", color="0.6", lw=1, label=name)
-        for r in rows:
-            ax.errorbar(getattr(r, key), r.score, yerr=r.score_std or 0, capsize=3, ls="none", **style[r.row])
+        for r, offset in zip(rows, dodge([getattr(r, key) for r in rows])):
+            x, sd = getattr(r, key), r.score_std or 0
+            # drawn shifted by a few points; the axes' limits still come from the exact x (a shifted
+            # artist does not update them)
+            ax.update_datalim([(x, r.score - sd), (x, r.score + sd)])
+            shifted = matplotlib.transforms.offset_copy(ax.transData, fig=fig, x=offset, units="points")
+            ax.errorbar(x, r.score, yerr=sd, capsize=3, ls="none", transform=shifted, **style[r.row])
         for m in models:
             ax.plot([], [], ls="none", label=m, **style[m])
         if key == "params_no_emb":  # from a few thousand (n=16, shared rule) to the dense layers: a log scale
             ax.set_xscale("log")
         else:  # the embeddings keep every model within a factor of 2 or so: linear, in millions
             ax.xaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda value, _: f"{value / 1e6:.2f}M"))
+        ax.margins(x=0.1)  # room for the outermost of a dodged group
         ax.set_xlabel(label)
         ax.set_ylabel(rows[0].metric + (" (mean ± sd over seeds)" if any(r.score_std for r in rows) else ""))
         ax.grid(alpha=0.3)
