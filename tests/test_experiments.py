@@ -453,7 +453,7 @@ def test_the_frontier_keeps_the_models_no_smaller_one_matches_and_is_drawn(tmp_p
 def test_models_of_the_same_size_are_drawn_apart_and_centred_on_their_size():
     from phm_experiments.report.plots import dodge
 
-    # three models near 239 k (within 2 %), one alone at 925 k, two at 91 k given in reverse order
+    # three models near 239 k (within 2 %), one alone at 925 k, two at 91 k apart in the list
     offsets = dodge([239_104, 925_696, 239_148, 91_648, 237_568, 91_648], step=7.0)
     assert offsets[1] == 0.0
     assert sorted([offsets[0], offsets[2], offsets[4]]) == [-7.0, 0.0, 7.0]
