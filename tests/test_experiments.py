@@ -461,6 +461,17 @@ def test_models_of_the_same_size_are_drawn_apart_and_centred_on_their_size():
     assert dodge([100.0, 103.0]) == [0.0, 0.0]  # 3 % apart: already apart on the plot
 
 
+def test_the_frontier_gives_20_models_20_colours_the_first_ten_matplotlibs_own():
+    from matplotlib.colors import to_rgba
+
+    from phm_experiments.report.plots import palette
+
+    colours = [palette(i) for i in range(20)]
+    assert len(set(colours)) == 20
+    assert colours[:10] == [to_rgba(f"C{i}") for i in range(10)]
+    assert palette(20) == palette(0)  # from the 21st on, the marker tells them apart
+
+
 def test_rows_are_set_against_the_dense_twin_of_the_compressed_models_not_a_smaller_dense_model():
     from types import SimpleNamespace
 

@@ -43,18 +43,27 @@ def dodge(xs: list[float], within=0.02, step=7.0) -> list[float]:
     return offsets
 
 
+def palette(i: int):
+    """The i-th of 20 distinct colours: tab20's ten dark shades, then its ten light ones, so that the
+    first ten models get matplotlib's usual C0-C9 and a frontier of up to 20 models repeats none."""
+    import matplotlib
+
+    return matplotlib.colormaps["tab20"](2 * (i % 10) + i // 10 % 2)
+
+
 def plot_scores(rows: list[Row], path: Path):
     """The frontier: score against parameters without embeddings (left) and in all (right). Each model
     is a point with its seeds' standard deviation, in a colour and marker of its own (the legend); a
     dashed staircase per corpus joins the models that no smaller one matches. Models of the same size
-    stand a few points apart (``dodge``), so their spreads do not hide each other; their x is exact."""
+    stand a few points apart (``dodge``), so their spreads do not hide each other, around a faint
+    vertical line at their exact size."""
     plt = pyplot()
     import matplotlib.ticker
     import matplotlib.transforms
 
     rows = [r for r in rows if "@" not in r.row]  # a run's epochs have its parameters: its final score only
     models = list(dict.fromkeys(r.row for r in rows))
-    style = {m: {"color": f"C{i % 10}", "marker": "osD^v<>ph*"[i // 10 % 10]} for i, m in enumerate(models)}
+    style = {m: {"color": palette(i), "marker": "osD^v<>ph*"[i // 20 % 10]} for i, m in enumerate(models)}
     columns = sorted({r.column for r in rows})
     fig, axes = plt.subplots(1, 2, figsize=(13, 5))
     for ax, (key, label) in zip(axes, (("params_no_emb", "parameters without embeddings"), ("params", "parameters"))):
@@ -65,6 +74,8 @@ def plot_scores(rows: list[Row], path: Path):
             ax.plot([], [], "--", color="0.6", lw=1, label=name)
         for r, offset in zip(rows, dodge([getattr(r, key) for r in rows])):
             x, sd = getattr(r, key), r.score_std or 0
+            if offset:  # a dodged model: a faint line at its exact size, which the group stands around
+                ax.axvline(x, color="0.85", lw=0.8, zorder=0)
             # drawn shifted by a few points; the axes' limits still come from the exact x (a shifted
             # artist does not update them)
             ax.update_datalim([(x, r.score - sd), (x, r.score + sd)])
