@@ -281,3 +281,27 @@ def test_every_shipped_config_passes_the_complete_check(tmp_path):
     assert len(jobs) == 2 * len(expand([str(__import__("conftest").REPO / "configs")])) > 100
     for config, seed in jobs:
         assert config.arch and config.with_seed(seed).seed == seed, config.path
+
+
+def test_the_lr_check_trains_the_converged_tables_models_with_only_lr_and_length_changed():
+    """configs/converged/multi30k_lr_check repeats some model sizes of ../multi30k (an `extends` has
+    one base): each check config must train its converged model (<kind>_lr<NNN> against <kind>.yaml)
+    on the same data with the same recipe, only lr, max-epoch and patience told apart."""
+    import re
+
+    converged = __import__("conftest").REPO / "configs" / "converged"
+    checks = expand([str(converged / "multi30k_lr_check")])
+    assert len(checks) >= 10
+    for path in checks:
+        kind = re.fullmatch(r"(.+)_lr\d{3}", path.stem)[1]
+        check, model = load_config(path).values, load_config(converged / "multi30k" / f"{kind}.yaml").values
+        differ = {"lr", "max-epoch", "patience"}
+        assert {k: v for k, v in check["train"].items() if k not in differ} == {
+            k: v for k, v in model["train"].items() if k not in differ
+        }, path.name
+        assert (check["data"], check["prepare"], check["evaluate"]) == (
+            model["data"],
+            model["prepare"],
+            model["evaluate"],
+        ), path.name
+        assert check["train"]["lr"] == float("0." + path.stem[-3:]) and check["train"]["max-epoch"] == 8, path.name
