@@ -38,6 +38,7 @@ queue() {
   # every kind at the dense twin's lr, 0.004, as ran before the check was taken on to 0.008
   "${RUN[@]}" $M/phm_n4.yaml --seeds 1 2
   "${RUN[@]}" $M/transformer_equal_params.yaml $M/quaternion.yaml $S/phm_n4.yaml
+  "${RUN[@]}" $M/transformer_n2_params_lr008.yaml  # PHM n=2 is level with the dense twin: is a dense model of its size?
   "${RUN[@]}" $M/phm_n4_algebra_init.yaml --seeds 1 2 3  # PHM n=4 trails the quaternion model: is it the rule's start?
   "${RUN[@]}" configs/converged/sick configs/converged/sva --seeds 1 2 3
   "${RUN[@]}" configs/converged/multi30k_lr_check  # the whole check, 0.001-0.016, its records in $RUNS
