@@ -146,7 +146,8 @@ def end_with_parent() -> None:
 def ends_with_caller(process: subprocess.Popen, grace: float = 30.0):
     """The command ends when its caller stops waiting for it: on an exception (Ctrl-C, phm-run's
     SIGTERM, an error) it is asked to stop (SIGTERM), then killed after ``grace`` seconds. fairseq
-    writes each checkpoint to a temporary file first: the next phm-run resumes from the last whole one."""
+    writes each checkpoint to a temporary file first (its copy to checkpoint_last.pt is restored where
+    a stop cut it: runner.restore_cut_last_checkpoint): the next phm-run resumes from the last whole one."""
     try:
         yield process
         process.wait()

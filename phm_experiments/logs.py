@@ -146,6 +146,13 @@ class TrainingLog:
         return min(epoch for epoch, score in scores.items() if score == best)
 
     @property
+    def epochs_trained(self) -> int:
+        """The epochs trained, over every process. fairseq validates, saves the checkpoint, then logs
+        the epoch's summary: a process stopped between the two resumes after that epoch without its
+        summary, so an epoch counts by its summary or its validation."""
+        return len({int(s["epoch"]) for s in (*self.epochs, *self.valid) if "epoch" in s})
+
+    @property
     def final_updates(self):
         """The update count fairseq reports last (its final epoch summary comes after the last save)."""
         counts = [int(s["num_updates"]) for s in (*self.epochs, *self.valid, *self.inner) if "num_updates" in s]

@@ -63,7 +63,7 @@ class ExitAfterTraining:
 class Training:
     command: str
     updates: int
-    epochs: int  # epoch summaries logged by the last fairseq-train process
+    epochs: int  # epochs trained, over every fairseq-train process (TrainingLog.epochs_trained)
     train_seconds: float
     seconds_per_100_updates: typing.Optional[float]
     words_per_second: typing.Optional[float]

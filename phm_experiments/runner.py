@@ -379,11 +379,41 @@ def train_command(config: Config, fields: dict, folder: RunFolder, data: str, in
     return command + (["--finetune-from-model", str(init_checkpoint)] if init_checkpoint else [])
 
 
+# what fairseq-train saves whole and can resume from: epoch, mid-epoch and best checkpoints (not an average)
+RESUMABLE = re.compile(r"checkpoint(\d+|_\d+_\d+|_best)\.pt")
+
+
+def restore_cut_last_checkpoint(config: Config, folder: RunFolder) -> None:
+    """fairseq writes a checkpoint whole (to a temporary file, then renamed) but copies it to
+    checkpoint_best.pt and checkpoint_last.pt: a training stopped during that copy leaves a cut
+    checkpoint_last.pt, which it cannot resume from. The file it was copied from is whole and the
+    newest: it takes checkpoint_last.pt's place."""
+    if not folder.last.exists() or saved_updates(folder.last) is not None:
+        return
+    whole = [(saved_updates(p), p) for p in folder.checkpoints.iterdir() if RESUMABLE.fullmatch(p.name)]
+    whole = [(updates, path) for updates, path in whole if updates is not None]
+    if not whole:
+        raise RunError(
+            f"{config.path}: {folder.last} cannot be read (cut off while fairseq copied it?) and no other "
+            f"checkpoint in {folder.checkpoints} can be resumed from: phm-run --force trains the run again"
+        )
+    updates, newest = max(whole, key=lambda pair: pair[0])
+    print(
+        f"== {config.path.name}: {LAST} cannot be read (cut off while fairseq copied it): resuming from "
+        f"{newest.name}, the newest whole checkpoint (update {updates})",
+        flush=True,
+    )
+    copy = folder.last.with_name(f".{LAST}.partial")
+    shutil.copyfile(newest, copy)
+    copy.replace(folder.last)
+
+
 def train(config: Config, fields: dict, folder: RunFolder, data: str, init_checkpoint=None) -> Training:
     """fairseq-train on ``data`` into the run's checkpoints (resumed where there are some): its Training record."""
     command = train_command(config, fields, folder, data, init_checkpoint)
     started = time.time()
     crashed = None
+    restore_cut_last_checkpoint(config, folder)
     finished_already = finished_training(config, folder.last)
     if finished_already and folder.log("train").exists():
         # resuming a finished training, fairseq-train would train one update (or epoch) more
@@ -407,7 +437,7 @@ def train(config: Config, fields: dict, folder: RunFolder, data: str, init_check
     return Training(
         command=shlex.join(command),
         updates=log.final_updates or 0,
-        epochs=len(log.epochs),
+        epochs=log.epochs_trained,
         **log.speed(),
         final_train_loss=last.get("loss"),
         best_valid_loss=min((v["loss"] for v in log.valid if "loss" in v), default=None),

@@ -90,6 +90,26 @@ def test_log_records_keep_a_json_record_whole_when_other_lines_follow_it():
     assert TrainingLog.parse(text).done
 
 
+def test_an_epoch_whose_summary_a_stop_cut_off_still_counts_by_its_validation():
+    """fairseq validates, saves checkpoint_last.pt, then logs the epoch's summary: stopped in between,
+    the next process resumes after that epoch, whose summary never comes (a race the stop test hit)."""
+
+    def record(name, **stats):
+        return f"2026-11-21 08:42:54 | INFO | {name} | {json.dumps(stats)}\n"
+
+    first = record("valid", epoch=1, loss="5.1", num_updates="6")  # then the checkpoint: stopped here
+    second = (
+        "2026-11-21 08:43:10 | INFO | fairseq.trainer | Loaded checkpoint c/checkpoint_last.pt (epoch 2 @ 6 updates)\n"
+        + record("valid", epoch=2, loss="4.0", num_updates="12")
+        + record("train", epoch=2, train_loss="4.4", train_num_updates="12")
+    )
+    log = TrainingLog.parse(f"$ fairseq-train\n{first}$ fairseq-train\n{second}")
+    assert len(log.epochs) == 1 and log.epochs[0]["updates_in_epoch"] == 6
+    assert log.epochs_trained == 2 and log.final_updates == 12
+    # an epoch validated twice (stopped before its checkpoint, trained again) counts once
+    assert TrainingLog.parse(first + first + second).epochs_trained == 2
+
+
 # --- result.json ---------------------------------------------------------------------------------
 
 

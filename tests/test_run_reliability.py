@@ -133,13 +133,31 @@ def test_a_stopped_phm_run_stops_its_training_and_the_next_one_resumes_it(setup)
     code, err, folder = start_and_stop(setup, "stopped.yaml", signal.SIGTERM)
     assert code == 128 + signal.SIGTERM and "phm-run: stopped" in err
     assert not (folder / "result.json").exists()
-    phm_run(setup, setup["configs"] / "stopped.yaml")
+    # what a stop during fairseq's copy of the saved checkpoint to checkpoint_last.pt leaves
+    last = folder / "checkpoints" / "checkpoint_last.pt"
+    last.write_bytes(last.read_bytes()[:4000])
+    out = phm_run(setup, setup["configs"] / "stopped.yaml")
+    assert "checkpoint_last.pt cannot be read (cut off while fairseq copied it): resuming from checkpoint" in out.stdout
     log = (folder / "train.log").read_text()
     assert log.count(f"$ {TRAIN_COMMAND}") == 2 and "Loaded checkpoint" in log
     training = json.loads((folder / "result.json").read_text())["training"]
     assert training["resumed_from_updates"] > 0 and training["last_epoch"] == 25
     # the record covers both processes: every epoch's updates, as the log says
     assert training["epochs"] >= 25 and training["updates"] == training["curve"]["valid"][-1][0]
+
+
+def test_a_cut_checkpoint_last_with_no_whole_checkpoint_beside_it_is_a_clear_error(tmp_path):
+    from phm_experiments.runner import RunError, RunFolder, restore_cut_last_checkpoint
+
+    folder = RunFolder(tmp_path)
+    folder.checkpoints.mkdir()
+    for name in ("checkpoint_last.pt", "checkpoint3.pt", "checkpoint_avg_last5.pt"):
+        (folder.checkpoints / name).write_bytes(b"PK\x03\x04 cut")
+    config = tmp_path / "c.yaml"
+    config.write_text("data: d\ntrain: {arch: a}\nevaluate: {kind: accuracy}\n")
+    with pytest.raises(RunError, match="cannot be read .* no other checkpoint in .* --force trains the run again"):
+        restore_cut_last_checkpoint(load_config(config), folder)
+    assert (folder.checkpoints / "checkpoint_last.pt").read_bytes() == b"PK\x03\x04 cut"  # nothing lost
 
 
 def test_ctrl_c_stops_phm_run_and_its_training(setup):
