@@ -58,8 +58,10 @@ LOCK = ".phm-run.lock"
 MADE_BY_PHM_RUN = re.compile(
     r"(result\.json|train\.log|evaluate\.log|init\.log|hypotheses(\.epoch\d+|\.avg_last\d+)?\.txt)"
 )
-# fairseq-train's checkpoints (epoch, update, best, last, --keep-best-checkpoints) and phm-run's average
-CHECKPOINT_FILES = re.compile(r"checkpoint(\d+|_\d+_\d+|_best|_last|\.best_.+|_avg_last\d+)\.pt|fingerprint\.json")
+# fairseq-train's checkpoints (epoch, update, best, last, --keep-best-checkpoints) and phm-run's average;
+# with the files of them that a stop cut while they were written (fairseq's NAME.tmp, phm-run's .NAME.partial)
+CHECKPOINT = r"checkpoint(\d+|_\d+_\d+|_best|_last|\.best_.+|_avg_last\d+)\.pt"
+CHECKPOINT_FILES = re.compile(rf"{CHECKPOINT}(\.tmp)?|\.{CHECKPOINT}\.partial|fingerprint\.json")
 
 
 class RunError(RuntimeError):

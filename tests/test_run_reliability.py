@@ -186,9 +186,14 @@ def test_force_removes_what_phm_run_wrote_and_nothing_else(setup):
     ]
     for file in mine:
         file.write_text("the user's own")
+    # what a stop leaves of a checkpoint cut while fairseq (NAME.tmp) or phm-run (.NAME.partial) wrote it
+    cut = [folder / "checkpoints" / name for name in ("checkpoint2.pt.tmp", ".checkpoint_last.pt.partial")]
+    for file in cut:
+        file.write_bytes(b"PK\x03\x04 cut")
     written = {p.name for p in folder.iterdir()} | {p.name for p in (folder / "checkpoints").iterdir()}
     assert {"result.json", "train.log", "evaluate.log", "hypotheses.txt", "checkpoint_best.pt"} <= written
     out = phm_run(setup, path, "--force")
+    assert not any(file.exists() for file in cut)
     assert "--force: removed" in out.stdout and "No existing checkpoint found" in (folder / "train.log").read_text()
     assert all(file.read_text() == "the user's own" for file in mine)
 
