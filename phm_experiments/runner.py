@@ -62,6 +62,8 @@ MADE_BY_PHM_RUN = re.compile(
 # with the files of them that a stop cut while they were written (fairseq's NAME.tmp, phm-run's .NAME.partial)
 CHECKPOINT = r"checkpoint(\d+|_\d+_\d+|_best|_last|\.best_.+|_avg_last\d+)\.pt"
 CHECKPOINT_FILES = re.compile(rf"{CHECKPOINT}(\.tmp)?|\.{CHECKPOINT}\.partial|fingerprint\.json")
+# what fairseq-train saves whole and can resume from: epoch, mid-epoch and best checkpoints (not an average)
+RESUMABLE = re.compile(r"checkpoint(\d+|_\d+_\d+|_best)\.pt")
 
 
 class RunError(RuntimeError):
@@ -379,10 +381,6 @@ def train_command(config: Config, fields: dict, folder: RunFolder, data: str, in
         *options(config.train, fields),
     )
     return command + (["--finetune-from-model", str(init_checkpoint)] if init_checkpoint else [])
-
-
-# what fairseq-train saves whole and can resume from: epoch, mid-epoch and best checkpoints (not an average)
-RESUMABLE = re.compile(r"checkpoint(\d+|_\d+_\d+|_best)\.pt")
 
 
 def restore_cut_last_checkpoint(config: Config, folder: RunFolder) -> None:
