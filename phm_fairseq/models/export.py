@@ -2,12 +2,13 @@
 
 import argparse
 
+import torch
 from fairseq.modules import MultiheadAttention
 from torch import nn
 
 from ..modules import PHMLinear
 from .attention import HypercomplexMultiheadAttention
-from .transformer import add_hypercomplex_args
+from .transformer import add_hypercomplex_args, remove_residual_gate
 
 
 def _linear_like(weight, bias) -> nn.Linear:
@@ -24,10 +25,17 @@ def densify(model: nn.Module) -> nn.Module:
 
     Inference needs no H to be built afterwards, and the model's parameters have the names and
     shapes of fairseq's own Transformer. A bare PHM or quaternion layer has no parent to be replaced
-    in: its ``to_dense()`` is returned instead.
+    in: its ``to_dense()`` is returned instead. PHYDI's residual gates (--phydi) are folded into the
+    maps whose output they scale: the attention's output projection, the second feed-forward map.
     """
     if isinstance(model, PHMLinear):
         return model.to_dense()
+    gated = [
+        (parent, name, remove_residual_gate(child))
+        for parent in list(model.modules())
+        for name, child in list(parent.named_children())
+        if hasattr(child, "residual_gate")
+    ]
     for module in list(model.modules()):
         if isinstance(module, HypercomplexMultiheadAttention) and hasattr(module, "qkv_proj"):
             for name in ("q_proj", "k_proj", "v_proj"):
@@ -37,6 +45,13 @@ def densify(model: nn.Module) -> nn.Module:
         for name, child in list(module.named_children()):
             if isinstance(child, PHMLinear):
                 setattr(module, name, child.to_dense())
+    for parent, name, gate in gated:
+        branch = getattr(parent, name)  # fc2: now its dense equivalent
+        target = branch.out_proj if isinstance(branch, MultiheadAttention) else branch
+        with torch.no_grad():
+            target.weight.mul_(gate)
+            if target.bias is not None:
+                target.bias.mul_(gate)
     for module in model.modules():
         if type(module) is HypercomplexMultiheadAttention:
             # With nn.Linear projections nothing but construction told it apart from fairseq's

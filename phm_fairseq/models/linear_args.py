@@ -4,7 +4,16 @@ Each flag is declared once, as argparse's keyword arguments in a table (LINEAR_F
 model's; TRANSFORMER_FLAGS: the Transformers' besides), that the models' add_args and phm-compress
 read: a flag added or changed here is one of theirs too."""
 
+from fairseq.logging import metrics
+
 from ..modules import KINDS, RULES, SHARED_RULE_SCOPES, LinearSpec
+from ..modules.parameter_groups import SCALE_RULES, ParameterStatistics
+
+
+def lr_scale(value: str):
+    """--rule-lr-scale / --factor-lr-scale: a number, or the name of a rule (checked by LinearSpec)."""
+    return value if value in SCALE_RULES else float(value)
+
 
 LINEAR_FLAGS = {
     "--linear-kind": dict(
@@ -38,8 +47,45 @@ LINEAR_FLAGS = {
         help="PHM models: each S_i is the product of (out/N x R) and (R x in/N) factors, as Compacter's "
         "factorized weights: R*(out+in) weights per layer instead of out*in/N. Default: full S_i",
     ),
+    "--rule-lr-scale": dict(
+        type=lr_scale,
+        metavar="SCALE",
+        help="PHM models with a learned rule: the learning rate of every A, relative to the optimizer's "
+        "(whatever the lr scheduler sets): a number, or 'balanced' (each layer's A takes the same step "
+        "relative to its scale as a dense weight: 1 / (sqrt(N) rms of the dense layer's init)) or 'mup' "
+        "(in_features / N: lr inversely proportional to fan-in, per factor). Default: 1",
+    ),
+    "--factor-lr-scale": dict(
+        type=lr_scale,
+        metavar="SCALE",
+        help="PHM and quaternion models: the learning rate of every S (or its low-rank factors), relative "
+        "to the optimizer's: a number, 'balanced' (1 for full S) or 'mup' (N for full S). Default: 1",
+    ),
+    "--no-rule-decay": dict(
+        action="store_true",
+        help="PHM models with a learned rule: no weight decay on A (the optimizer's --weight-decay applies "
+        "to the other parameters)",
+    ),
+    "--no-factor-decay": dict(
+        action="store_true",
+        help="PHM and quaternion models: no weight decay on S (or its low-rank factors)",
+    ),
+    "--log-parameter-stats": dict(
+        action="store_true",
+        help="log, per kind of parameter (rule, factor, dense, bias, norm, embedding), the gradient norm "
+        "(gnorm_<kind>), the parameter norm (pnorm_<kind>) and the relative update of each step "
+        "(update_<kind>), averaged like fairseq's own training statistics (json log, --tensorboard-logdir)",
+    ),
 }
 """Every model's flags of its linear maps: argparse's keyword arguments by flag."""
+
+TRAINING_FLAGS = {
+    "rule_lr_scale": "--rule-lr-scale",
+    "factor_lr_scale": "--factor-lr-scale",
+    "rule_decay": "--no-rule-decay",
+    "factor_decay": "--no-factor-decay",
+}
+"""The flags that shape how the maps' factors are trained, by the LinearSpec field that each sets."""
 
 TRANSFORMER_FLAGS = {
     "--qkv-projection": dict(
@@ -57,6 +103,12 @@ TRANSFORMER_FLAGS = {
         action="store_true",
         help="quaternion models: Tay et al.'s attention, four logit maps from the Hamilton product of "
         "Q and K, one softmax each, each weighting its component of V (needs --qkv-projection separate)",
+    ),
+    "--phydi": dict(
+        action="store_true",
+        help="PHYDI (Mancanelli et al., MLSP 2023): every residual branch (self-attention, encoder "
+        "attention, feed-forward) is multiplied by a learned scalar that starts at 0, so that each layer "
+        "starts as the identity (ReZero's gate); any kind of linear map",
     ),
 }
 """The flags of the plugin's Transformers (translation and classification) besides LINEAR_FLAGS."""
@@ -91,6 +143,7 @@ def linear_spec_from_args(args, feature_sizes: dict) -> LinearSpec:
     feature size of the model to its value. Every error names the flags to change."""
     kind = args.linear_kind
     given = {flag: getattr(args, name) for name, flag in PHM_FLAGS.items() if getattr(args, name, None) is not None}
+    training = training_options_from_args(args)
     if kind != "phm":
         if given:
             raise ValueError(
@@ -99,7 +152,10 @@ def linear_spec_from_args(args, feature_sizes: dict) -> LinearSpec:
                 f"model is {kind} (--linear-kind {kind}): leave {'it' if len(given) == 1 else 'them'} out, or "
                 f"pass --linear-kind phm"
             )
-        spec = LinearSpec(kind)
+        try:
+            spec = LinearSpec(kind, **training)
+        except ValueError as error:
+            raise ValueError(f"{_flags(training)}: {error}") from None
     else:
         if "--phm-n" not in given:
             raise ValueError("PHM models need --phm-n N (the paper uses 2, 4, 8 and 16)")
@@ -110,8 +166,66 @@ def linear_spec_from_args(args, feature_sizes: dict) -> LinearSpec:
                 rule=given.get("--phm-rule", "learned"),
                 rank=given.get("--phm-rank"),
                 shared_rule=given.get("--phm-shared-rule"),
+                **training,
             )
         except ValueError as error:
-            raise ValueError(f"{' '.join(f'{flag} {value}' for flag, value in given.items())}: {error}") from None
+            flags = " ".join([*(f"{flag} {value}" for flag, value in given.items()), _flags(training)])
+            raise ValueError(f"{flags.strip()}: {error}") from None
     spec.check_sizes(feature_sizes, n_as="--phm-n")
+    _check_optimizer_sees_parameters(args)
     return spec
+
+
+def finish_model(spec: LinearSpec, args, model, sides=()):
+    """``spec.finish_model``, then what the flags ask of the model as a whole: --log-parameter-stats."""
+    model = spec.finish_model(model, sides)
+    if getattr(args, "log_parameter_stats", False):
+        # a plain attribute: the statistics live as long as the model, and are no module of it
+        model.parameter_statistics = ParameterStatistics(model, log_parameter_statistics)
+    return model
+
+
+def log_parameter_statistics(statistics: dict) -> None:
+    """Into fairseq's metrics, as it logs gnorm: averaged over the log interval and the epoch."""
+    for key, value in statistics.items():
+        metrics.log_scalar(key, value, priority=1000)
+
+
+def training_options_from_args(args) -> dict:
+    """The LinearSpec fields that TRAINING_FLAGS set (those given only)."""
+    options = {}
+    for field in ("rule_lr_scale", "factor_lr_scale"):
+        if getattr(args, field, None) is not None:
+            options[field] = getattr(args, field)
+    for field in ("rule_decay", "factor_decay"):
+        if getattr(args, f"no_{field}", False):
+            options[field] = False
+    return options
+
+
+def _flags(training: dict) -> str:
+    return " ".join(
+        f"{TRAINING_FLAGS[field]} {value}" if not isinstance(value, bool) else TRAINING_FLAGS[field]
+        for field, value in training.items()
+    )
+
+
+def _check_optimizer_sees_parameters(args) -> None:
+    """Scales by factor and statistics by kind act on the parameters that the optimizer steps; fairseq's
+    --fp16 (FP16Optimizer) steps fp32 copies instead: one flat copy of them all, unless
+    --fp16-no-flatten-grads, where each copy keeps its scales but the statistics would miss them."""
+    half = getattr(args, "fp16", False) or getattr(args, "bf16", False)
+    if not half or getattr(args, "memory_efficient_fp16", False) or getattr(args, "memory_efficient_bf16", False):
+        return
+    if getattr(args, "log_parameter_stats", False):
+        raise ValueError(
+            "--log-parameter-stats with --fp16: fairseq's FP16Optimizer steps fp32 copies of the parameters, "
+            "not the model's own; train with --memory-efficient-fp16 or --amp"
+        )
+    training = training_options_from_args(args)
+    if training and not getattr(args, "fp16_no_flatten_grads", False):
+        raise ValueError(
+            f"{_flags(training)} with --fp16: fairseq's FP16Optimizer steps one flat fp32 copy of all the "
+            f"parameters, in which A and S cannot be told apart; add --fp16-no-flatten-grads, or train with "
+            f"--memory-efficient-fp16 or --amp"
+        )

@@ -8,6 +8,7 @@ Embeddings and the (tied) output projection stay dense, as in the paper.
 
 from dataclasses import dataclass
 
+import torch
 from fairseq.distributed import fsdp_wrap
 from fairseq.models import register_model, register_model_architecture
 from fairseq.models.transformer import (
@@ -19,10 +20,11 @@ from fairseq.models.transformer import (
 )
 from fairseq.modules.checkpoint_activations import checkpoint_wrapper
 from fairseq.modules.transformer_layer import TransformerDecoderLayerBase, TransformerEncoderLayerBase
+from torch import nn
 
 from ..modules import LinearSpec
 from .attention import HypercomplexMultiheadAttention
-from .linear_args import add_linear_args, add_transformer_args, linear_spec_from_args
+from .linear_args import add_linear_args, add_transformer_args, finish_model, linear_spec_from_args
 from .quaternion_attention import QuaternionMultiheadAttention
 from .task_check import require_translation_task
 
@@ -35,6 +37,7 @@ class TransformerLinearMaps:
     ffn: LinearSpec  # the same, or dense (--dense-ffn)
     fused_qkv: bool = False  # self-attention: one projection to 3 x embed_dim, as the paper writes it
     quaternion_attention: bool = False  # Tay et al.'s Hamilton-product attention logits
+    residual_gates: bool = False  # PHYDI: every residual branch scaled by a learned scalar that starts at 0
 
     def build_attention(self, embed_dim, num_heads, self_attention=False, **kwargs):
         attention = QuaternionMultiheadAttention if self.quaternion_attention else HypercomplexMultiheadAttention
@@ -48,11 +51,42 @@ class TransformerLinearMaps:
         )
 
 
+def gate_residual_branch(branch: nn.Module) -> None:
+    """PHYDI (Mancanelli et al., MLSP 2023; ReZero's gate): ``branch``'s output, which a residual connection
+    adds to its input, is multiplied by a learned scalar ``residual_gate`` that starts at 0, so that the
+    layer starts as the identity (up to its post-norm). A forward hook, so that every kind of attention
+    and feed-forward map, and fairseq's own forward, stay as they are."""
+    branch.residual_gate = nn.Parameter(torch.zeros(()))
+    branch.register_forward_hook(_scale_by_residual_gate)
+
+
+def remove_residual_gate(branch: nn.Module) -> torch.Tensor:
+    """Undoes ``gate_residual_branch``; returns the gate's value, for a caller to fold into the branch."""
+    gate = branch.residual_gate.detach()
+    del branch.residual_gate
+    for key, hook in list(branch._forward_hooks.items()):
+        if hook is _scale_by_residual_gate:
+            del branch._forward_hooks[key]
+    return gate
+
+
+def _scale_by_residual_gate(branch, inputs, output):
+    if isinstance(output, tuple):  # attention: (output, weights)
+        return (branch.residual_gate * output[0], *output[1:])
+    return branch.residual_gate * output
+
+
 class _HypercomplexLayer:
-    """What encoder and decoder layers share: FFN maps from the spec, no pruning."""
+    """What encoder and decoder layers share: FFN maps from the spec, no pruning, PHYDI's gates."""
 
     maps: TransformerLinearMaps
     __jit_ignored_attributes__ = ["maps"]  # a build-time recipe, not for TorchScript
+
+    def _gate_residual_branches(self):
+        if self.maps.residual_gates:
+            for branch in (self.self_attn, getattr(self, "encoder_attn", None), self.fc2):
+                if branch is not None:
+                    gate_residual_branch(branch)
 
     def build_fc1(self, input_dim, output_dim, q_noise, qn_block_size):
         return self.maps.ffn.build(input_dim, output_dim)
@@ -72,6 +106,7 @@ class HypercomplexTransformerEncoderLayer(_HypercomplexLayer, TransformerEncoder
     def __init__(self, cfg, maps: TransformerLinearMaps, return_fc=False):
         self.maps = maps  # read by the build_* hooks that the base constructor calls
         super().__init__(cfg, return_fc=return_fc)
+        self._gate_residual_branches()
 
     def build_self_attention(self, embed_dim, cfg):
         return self.maps.build_attention(
@@ -87,6 +122,7 @@ class HypercomplexTransformerDecoderLayer(_HypercomplexLayer, TransformerDecoder
     def __init__(self, cfg, maps: TransformerLinearMaps, no_encoder_attn=False):
         self.maps = maps
         super().__init__(cfg, no_encoder_attn=no_encoder_attn)
+        self._gate_residual_branches()
 
     def build_self_attention(self, embed_dim, cfg, add_bias_kv=False, add_zero_attn=False):
         return self.maps.build_attention(
@@ -162,6 +198,7 @@ def linear_maps_from_args(args, sides=("encoder", "decoder")) -> TransformerLine
         ffn=LinearSpec() if dense_ffn else spec,
         fused_qkv=getattr(args, "qkv_projection", None) == "fused",
         quaternion_attention=getattr(args, "quaternion_attention", False),
+        residual_gates=getattr(args, "phydi", False),
     )
     if maps.quaternion_attention:
         _check_quaternion_attention(args, maps, sides)
@@ -220,7 +257,7 @@ class HypercomplexTransformerModel(TransformerModel):
         base_architecture(args)
         maps = linear_maps_from_args(args)
         model = super().build_model(args, task)
-        return maps.attention.finish_model(model, sides=(model.encoder, model.decoder))
+        return finish_model(maps.attention, args, model, sides=(model.encoder, model.decoder))
 
     @classmethod
     def build_encoder(cls, args, src_dict, embed_tokens):

@@ -8,11 +8,13 @@ which both use), and the one function that maps command-line flags to a spec
 (``phm_fairseq.models.linear_args``); no model changes.
 """
 
+import math
 from dataclasses import dataclass
-from typing import Iterable, Optional
+from typing import Iterable, Optional, Union
 
 from torch import nn
 
+from .parameter_groups import SCALE_RULES, factor_scales, set_scales
 from .phm_linear import PHMLinear, QuaternionLinear
 from .validation import RULES, check_layer_sizes, check_phm_options, divisors  # noqa: F401  (RULES, as before)
 
@@ -33,6 +35,11 @@ class LinearSpec:
             factors (out/n x R) and (R x in/n), as Compacter's factorized weights.
         shared_rule: None (each layer its own A), "model" (one A for every PHM layer of the model)
             or "side" (one for the encoder's layers, one for the decoder's); see ``finish_model``.
+    rule_lr_scale, factor_lr_scale: PHM (rule: learned rules only) and quaternion (factors) layers:
+        the learning rate of A and of S (or its factors), relative to the optimizer's: a number,
+        or a rule of ``parameter_groups.SCALE_RULES`` that derives it from n and each layer's shape.
+    rule_decay, factor_decay: whether the optimizer's weight decay applies to A and to S.
+    The last four shape training only (``parameter_groups``), never the layers' outputs.
 
     Every map is initialised to the variance of ``xavier_uniform_(gain)``, whatever its kind, so
     that kinds compare like for like.
@@ -43,10 +50,17 @@ class LinearSpec:
     rule: str = "learned"
     rank: Optional[int] = None
     shared_rule: Optional[str] = None
+    rule_lr_scale: Union[float, str] = 1.0
+    factor_lr_scale: Union[float, str] = 1.0
+    rule_decay: bool = True
+    factor_decay: bool = True
 
     def __post_init__(self):
         if self.kind not in KINDS:
             raise ValueError(f"unknown linear kind {self.kind!r}: choose one of {', '.join(KINDS)}")
+        for name in ("rule_lr_scale", "factor_lr_scale"):
+            object.__setattr__(self, name, _check_scale(name, getattr(self, name)))
+        self._check_training_options()
         if self.kind != "phm":
             given = [
                 f"{name}={value!r}"
@@ -80,6 +94,24 @@ class LinearSpec:
                     f"unset, or learn the rule (rule='learned' or 'algebra-init')"
                 )
 
+    def _check_training_options(self) -> None:
+        given = lambda names: [  # noqa: E731
+            f"{name}={getattr(self, name)!r}" for name in names if getattr(self, name) != _TRAINING_DEFAULTS[name]
+        ]
+        if self.kind == "dense" and given(_TRAINING_DEFAULTS):
+            raise ValueError(
+                f"{', '.join(given(_TRAINING_DEFAULTS))}: learning-rate scales and weight decay by factor are options "
+                f"of PHM and quaternion layers, whose weight is built from factors; a dense layer has none"
+            )
+        rule_options = given(("rule_lr_scale", "rule_decay"))
+        if rule_options and (self.kind == "quaternion" or self.rule == "algebra-frozen"):
+            layers = "quaternion layers" if self.kind == "quaternion" else "a frozen rule"
+            raise ValueError(
+                f"{', '.join(rule_options)}: the rule A of {layers} "
+                f"is a constant, not trained: leave the rule's options out, or learn the rule (PHM, rule 'learned' or "
+                f"'algebra-init')"
+            )
+
     @property
     def divisor(self) -> int:
         """Every feature dimension of a layer built from this spec must be a multiple of it."""
@@ -107,13 +139,28 @@ class LinearSpec:
         raise ValueError(f"{self} layers need feature sizes that are multiples of {divisor}, not {bad}")
 
     def build(self, in_features: int, out_features: int, bias: bool = True, gain: float = 1.0) -> nn.Module:
+        if self.kind == "dense":
+            layer = nn.Linear(in_features, out_features, bias=bias)
+            nn.init.xavier_uniform_(layer.weight, gain=gain)
+            return layer
         if self.kind == "phm":
-            return PHMLinear(in_features, out_features, self.n, bias=bias, rule=self.rule, gain=gain, rank=self.rank)
-        if self.kind == "quaternion":
-            return QuaternionLinear(in_features, out_features, bias=bias, gain=gain)
-        layer = nn.Linear(in_features, out_features, bias=bias)
-        nn.init.xavier_uniform_(layer.weight, gain=gain)
+            layer = PHMLinear(in_features, out_features, self.n, bias=bias, rule=self.rule, gain=gain, rank=self.rank)
+        else:
+            layer = QuaternionLinear(in_features, out_features, bias=bias, gain=gain)
+        self._set_training_scales(layer)
         return layer
+
+    def _set_training_scales(self, layer: PHMLinear) -> None:
+        """Marks A and S (or its factors) with their lr and weight-decay scales (``parameter_groups``)."""
+        for names, scale, decay in (
+            (("A",), self.rule_lr_scale, self.rule_decay),
+            (("S", "S_left", "S_right"), self.factor_lr_scale, self.factor_decay),
+        ):
+            by_rule = factor_scales(layer, scale) if isinstance(scale, str) else {}
+            for name in names:
+                parameter = getattr(layer, name)
+                if isinstance(parameter, nn.Parameter):
+                    set_scales(parameter, by_rule.get(name, scale), 1.0 if decay else 0.0)
 
     def finish_model(self, model: nn.Module, sides: Iterable[nn.Module] = ()) -> nn.Module:
         """What concerns the model as a whole, applied once its layers are built; returns ``model``.
@@ -144,11 +191,40 @@ class LinearSpec:
         return model
 
     def __str__(self) -> str:
+        training = [
+            f"{part} lr x{scale:g}" if isinstance(scale, float) else f"{part} lr {scale}"
+            for part, scale in (("rule", self.rule_lr_scale), ("factor", self.factor_lr_scale))
+            if scale != 1.0
+        ]
+        training += [
+            f"no {part} decay"
+            for part, decay in (("rule", self.rule_decay), ("factor", self.factor_decay))
+            if not decay
+        ]
         if self.kind == "phm":
             options = [self.rule]
             if self.rank is not None:
                 options.append(f"rank {self.rank}")
             if self.shared_rule is not None:
                 options.append(f"rule shared per {self.shared_rule}")
-            return f"PHM n={self.n} ({', '.join(options)})"
-        return {"dense": "dense", "quaternion": "quaternion (Hamilton)"}[self.kind]
+            return f"PHM n={self.n} ({', '.join(options + training)})"
+        name = {"dense": "dense", "quaternion": "quaternion (Hamilton)"}[self.kind]
+        return f"{name} ({', '.join(training)})" if training else name
+
+
+_TRAINING_DEFAULTS = {"rule_lr_scale": 1.0, "factor_lr_scale": 1.0, "rule_decay": True, "factor_decay": True}
+
+
+def _check_scale(name: str, value) -> Union[float, str]:
+    """A learning-rate scale as a float > 0, or the name of a rule (SCALE_RULES)."""
+    if value in SCALE_RULES:
+        return value
+    scale = None
+    if not isinstance(value, bool):
+        try:
+            scale = float(value)
+        except (TypeError, ValueError):
+            pass
+    if scale is None or not (math.isfinite(scale) and scale > 0):
+        raise ValueError(f"{name}={value!r}: expected a number > 0 or one of {', '.join(SCALE_RULES)}")
+    return scale

@@ -1,0 +1,293 @@
+"""Training by kind of parameter (phm_fairseq.modules.parameter_groups): lr and weight-decay scales of the
+rules A and the factors S as optimizer parameter groups, and statistics by kind around each step."""
+
+import copy
+import math
+from pathlib import Path
+
+import pytest
+import torch
+from fairseq.optim.adam import Adam as FairseqAdamKernel
+from fairseq.optim.adam import FairseqAdam, FairseqAdamConfig
+from torch import nn
+
+from phm_fairseq.modules import LinearSpec, PHMLinear
+from phm_fairseq.modules.parameter_groups import (
+    ParameterStatistics,
+    factor_scales,
+    parameters_by_kind,
+    scales_of,
+    set_scales,
+)
+
+OPTIMIZERS = {
+    "torch Adam": lambda params, lr, wd: torch.optim.Adam(params, lr=lr, weight_decay=wd),
+    "torch AdamW": lambda params, lr, wd: torch.optim.AdamW(params, lr=lr, weight_decay=wd),
+    "fairseq Adam": lambda params, lr, wd: FairseqAdamKernel(params, lr=lr, weight_decay=wd),
+    "SGD": lambda params, lr, wd: torch.optim.SGD(params, lr=lr, weight_decay=wd),
+}
+
+
+def two_steps(spec: LinearSpec, make_optimizer, lr=1e-2, wd=0.0, seed=0, steps=2):
+    """A PHM layer built from ``spec`` and ``steps`` optimizer steps on a fixed loss: its (A, S) before and after."""
+    torch.manual_seed(seed)
+    layer = spec.build(16, 24)
+    x = torch.randn(32, 16)
+    optimizer = make_optimizer(list(layer.parameters()), lr, wd)
+    before = (layer.A.detach().clone(), layer.S.detach().clone())
+    for _ in range(steps):
+        optimizer.zero_grad()
+        layer(x).square().mean().backward()
+        optimizer.step()
+    return optimizer, before, (layer.A.detach().clone(), layer.S.detach().clone())
+
+
+@pytest.mark.parametrize("name", ["torch Adam", "torch AdamW", "fairseq Adam"])
+def test_a_rule_lr_scale_scales_the_rules_step_under_adam_and_leaves_the_factors(name):
+    plain = LinearSpec("phm", n=4)
+    _, (A0, S0), (A1, S1) = two_steps(plain, OPTIMIZERS[name], steps=1)
+    _, (B0, T0), (B1, T1) = two_steps(LinearSpec("phm", n=4, rule_lr_scale=10), OPTIMIZERS[name], steps=1)
+    assert torch.equal(A0, B0) and torch.equal(S0, T0)  # the same start: scales change no initialisation
+    # Adam's step is lr * m / sqrt(v) (+ eps): independent of the gradient's scale, so on the same gradients
+    # 10 x the lr moves A 10 x as far, and S as before
+    torch.testing.assert_close(B1 - B0, 10 * (A1 - A0))
+    torch.testing.assert_close(T1 - T0, S1 - S0)
+    assert (A1 - A0).abs().max() > 0.5e-2
+
+
+def test_a_factor_lr_scale_under_sgd_is_the_lr_times_the_scale():
+    _, (A0, S0), _ = two_steps(LinearSpec("phm", n=4), OPTIMIZERS["SGD"])
+    torch.manual_seed(0)
+    layer = LinearSpec("phm", n=4, factor_lr_scale=0.25).build(16, 24)
+    x = torch.randn(32, 16)
+    optimizer = torch.optim.SGD(layer.parameters(), lr=0.1)
+    layer(x).square().mean().backward()
+    grad_S, grad_A, S, A = (
+        layer.S.grad.clone(),
+        layer.A.grad.clone(),
+        layer.S.detach().clone(),
+        layer.A.detach().clone(),
+    )
+    optimizer.step()
+    torch.testing.assert_close(layer.S.detach(), S - 0.025 * grad_S)  # the group's lr x 0.25: a parameter group
+    torch.testing.assert_close(layer.A.detach(), A - 0.1 * grad_A)
+
+
+@pytest.mark.parametrize("name", ["torch AdamW", "fairseq Adam", "torch Adam", "SGD"])
+def test_no_rule_decay_steps_the_rules_as_without_weight_decay(name):
+    """Decoupled (AdamW, fairseq's Adam) or coupled (Adam, SGD): the group of A gets weight_decay 0."""
+    no_decay = LinearSpec("phm", n=4, rule_decay=False)
+    _, _, (A_plain, S_plain) = two_steps(LinearSpec("phm", n=4), OPTIMIZERS[name], wd=0.0, steps=1)
+    _, _, (A_decayed, S_decayed) = two_steps(LinearSpec("phm", n=4), OPTIMIZERS[name], wd=0.5, steps=1)
+    _, _, (A, S) = two_steps(no_decay, OPTIMIZERS[name], wd=0.5, steps=1)
+    torch.testing.assert_close(A, A_plain)
+    torch.testing.assert_close(S, S_decayed)
+    assert not torch.allclose(A_decayed, A_plain)  # the decay is large enough to see
+
+
+def test_the_optimizer_keeps_its_own_groups_its_state_and_its_lr_schedule():
+    """The split lasts for the step only: state_dict, checkpoints and lr schedulers see the one group they
+    built, and a restored optimizer goes on as the original."""
+    torch.manual_seed(0)
+    layer = LinearSpec("phm", n=4, rule_lr_scale=3, factor_decay=False).build(16, 24)
+    cfg = FairseqAdamConfig(lr=[0.01], weight_decay=0.1, adam_betas="(0.9, 0.98)")
+    optimizer = FairseqAdam(cfg, list(layer.parameters()))  # fairseq's wrapper, as fairseq-train builds it
+    x = torch.randn(8, 16)
+
+    def step(opt, lr):
+        opt.set_lr(lr)  # what fairseq's lr schedulers call
+        opt.zero_grad()
+        layer(x).square().mean().backward()
+        A = layer.A.detach().clone()
+        opt.step()
+        return layer.A.detach() - A
+
+    step(optimizer, 0.01)
+    assert len(optimizer.param_groups) == 1 and optimizer.param_groups[0]["lr"] == 0.01
+    state = copy.deepcopy(optimizer.state_dict())
+    assert len(state["param_groups"]) == 1
+    snapshot = copy.deepcopy(layer.state_dict())
+    moved = step(optimizer, 0.002)
+    assert moved.abs().max() <= 3 * 0.002 * 1.2  # Adam moves by about lr x scale (bias-corrected: 1.05 x)
+    assert moved.abs().max() > 2 * 0.002  # ... and here more than the unscaled lr would give
+
+    layer.load_state_dict(snapshot)
+    restored = FairseqAdam(cfg, list(layer.parameters()))
+    restored.load_state_dict(state)
+    torch.testing.assert_close(step(restored, 0.002), moved)
+
+
+def test_scales_travel_with_a_shared_rule_and_leave_unmarked_parameters_alone():
+    model = nn.Sequential(*(LinearSpec("phm", n=4, rule_lr_scale=5, shared_rule="model").build(8, 8) for _ in range(3)))
+    LinearSpec("phm", n=4, rule_lr_scale=5, shared_rule="model").finish_model(model)
+    assert model[1].A is model[0].A and scales_of(model[2].A) == (5.0, 1.0)
+    assert scales_of(model[0].bias) == (1.0, 1.0) and not hasattr(model[0].S, "optim_overrides")
+    set_scales(model[0].A, 1.0, 1.0)  # scales of 1 are no mark at all
+    assert not hasattr(model[0].A, "optim_overrides")
+
+
+def test_balanced_scales_give_a_and_s_the_same_relative_first_adam_step():
+    """'balanced': Adam's first step moves every entry by the lr, so a factor moves by lr / its rms; A's
+    scale makes its relative step that of S (and of a dense weight, whose rms S shares)."""
+    layer = PHMLinear(256, 768, n=4, gain=1 / math.sqrt(2))
+    scales = factor_scales(layer, "balanced")
+    relative = lambda tensor, scale: scale / tensor.square().mean().sqrt().item()  # noqa: E731
+    assert relative(layer.A, scales["A"]) == pytest.approx(relative(layer.S, scales["S"]), rel=0.1)
+    dense = nn.Linear(256, 768)
+    nn.init.xavier_uniform_(dense.weight, gain=1 / math.sqrt(2))
+    assert relative(layer.S, 1.0) == pytest.approx(relative(dense.weight, 1.0), rel=0.02)
+
+
+def test_mup_scales_are_the_dense_fan_in_over_each_factors():
+    assert factor_scales(PHMLinear(128, 512, n=4), "mup") == {"A": 32.0, "S": 4.0}
+    low_rank = factor_scales(PHMLinear(128, 512, n=4, rank=8), "mup")
+    assert low_rank["S_left"] == 16.0 and low_rank["S_right"] == 4.0
+    spec = LinearSpec("phm", n=4, rule_lr_scale="mup", factor_lr_scale="balanced")
+    layer = spec.build(128, 512)
+    assert scales_of(layer.A) == (32.0, 1.0) and scales_of(layer.S) == (1.0, 1.0)
+
+
+@pytest.mark.parametrize(
+    "options, message",
+    [
+        (dict(kind="dense", factor_lr_scale=2.0), "a dense layer has none"),
+        (dict(kind="quaternion", rule_lr_scale=2.0), "the rule A of quaternion layers is a constant"),
+        (dict(kind="phm", n=4, rule="algebra-frozen", rule_decay=False), "the rule A of a frozen rule"),
+        (dict(kind="phm", n=4, rule_lr_scale=0), "expected a number > 0 or one of balanced, mup"),
+        (dict(kind="phm", n=4, factor_lr_scale="fast"), "factor_lr_scale='fast'"),
+        (dict(kind="phm", n=4, factor_lr_scale=float("inf")), "expected a number > 0"),
+    ],
+)
+def test_training_options_that_no_layer_can_honour_are_refused(options, message):
+    with pytest.raises(ValueError, match=message):
+        LinearSpec(**options)
+
+
+def test_quaternion_factors_take_a_scale():
+    layer = LinearSpec("quaternion", factor_lr_scale="mup", factor_decay=False).build(8, 8)
+    assert scales_of(layer.S) == (4.0, 0.0) and not isinstance(layer.A, nn.Parameter)
+
+
+def test_statistics_by_kind_are_the_norms_of_what_the_optimizer_stepped():
+    torch.manual_seed(0)
+    model = nn.Sequential(PHMLinear(8, 8, n=2), nn.LayerNorm(8), nn.Linear(8, 4), nn.Embedding(5, 3))
+    logged = []
+    statistics = ParameterStatistics(model, logged.append)
+    assert list(statistics.kinds) == ["rule", "factor", "dense", "bias", "norm"] + ["embedding"]
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    model[:3](torch.randn(4, 8)).sum().backward()  # the embedding gets no gradient: not stepped, not counted
+    grads = {name: p.grad.clone() for name, p in model.named_parameters() if p.grad is not None}
+    before = {name: p.detach().clone() for name, p in model.named_parameters()}
+    optimizer.step()
+    (stats,) = logged
+    assert "gnorm_embedding" not in stats
+    for kind, named in parameters_by_kind(model).items():
+        if kind == "embedding":
+            continue
+        names = [name for name, _ in named]
+        norm = lambda tensors: torch.cat([t.flatten() for t in tensors]).norm()  # noqa: E731
+        torch.testing.assert_close(stats[f"gnorm_{kind}"], norm([grads[n] for n in names]))
+        torch.testing.assert_close(stats[f"pnorm_{kind}"], norm([before[n] for n in names]))
+        # SGD moves by lr x gradient
+        torch.testing.assert_close(stats[f"update_{kind}"], 0.1 * stats[f"gnorm_{kind}"] / stats[f"pnorm_{kind}"])
+    other = torch.optim.SGD([nn.Parameter(torch.ones(2))], lr=0.1)  # an optimizer of other parameters
+    other.param_groups[0]["params"][0].grad = torch.ones(2)
+    other.step()
+    assert len(logged) == 1
+    statistics.close()
+    model[:3](torch.randn(4, 8)).sum().backward()
+    optimizer.step()
+    assert len(logged) == 1
+
+
+# --- through fairseq: the model flags, fairseq's trainer and its metrics ------------------------------
+
+DICTIONARIES = str(Path(__file__).parent / "fixtures/checkpoints/data/translation")  # dict.src.txt, dict.tgt.txt
+TINY_DEMO = ["--encoder-layers", "1", "--decoder-layers", "1", "--encoder-embed-dim", "32", "--decoder-embed-dim", "32"]
+TINY_DEMO += ["--encoder-ffn-embed-dim", "64", "--decoder-ffn-embed-dim", "64"]
+
+
+def fairseq_args(*flags):
+    from fairseq import options
+
+    argv = [DICTIONARIES, "--task", "translation", "--source-lang", "src", "--target-lang", "tgt", *TINY_DEMO]
+    argv += ["--optimizer", "adam", "--lr", "0.01", "--lr-scheduler", "inverse_sqrt", "--warmup-updates", "4"]
+    argv += ["--warmup-init-lr", "0.001"]
+    argv += ["--weight-decay", "0.1", "--criterion", "label_smoothed_cross_entropy", "--cpu", *flags]
+    return options.parse_args_and_arch(options.get_training_parser(), input_args=argv)
+
+
+def fairseq_model(*flags):
+    from fairseq import tasks
+
+    args = fairseq_args(*flags)
+    task = tasks.setup_task(args)
+    return args, task, task.build_model(args)
+
+
+def test_the_model_flags_mark_every_rule_and_factor_of_a_phm_transformer():
+    _, _, model = fairseq_model("--arch", "phm_transformer_demo", "--phm-n", "4", "--rule-lr-scale", "balanced")
+    layers = [m for m in model.modules() if isinstance(m, PHMLinear)]
+    assert (
+        len(layers) == 12
+    )  # per layer: fused Q/K/V, out, fc1, fc2; in the decoder also Q, K, V, out of its encoder attention
+    for layer in layers:
+        assert scales_of(layer.A) == (factor_scales(layer, "balanced")["A"], 1.0) > (1.0, 1.0)
+        assert scales_of(layer.S) == (1.0, 1.0)
+
+
+@pytest.mark.parametrize(
+    "flags, message",
+    [
+        (["--arch", "transformer_twin_demo", "--factor-lr-scale", "2"], "--factor-lr-scale 2.0: .*a dense layer"),
+        (["--arch", "quaternion_transformer_demo", "--no-rule-decay"], "--no-rule-decay: .*the rule A of quaternion"),
+        (["--arch", "phm_transformer_demo", "--phm-n", "4", "--rule-lr-scale", "0"], "--rule-lr-scale 0.0: rule_lr"),
+        (
+            ["--arch", "phm_transformer_demo", "--phm-n", "4", "--phm-rule", "algebra-frozen", "--rule-lr-scale", "2"],
+            "--phm-n 4 --phm-rule algebra-frozen --rule-lr-scale 2.0: .*frozen rule",
+        ),
+        (["--arch", "phm_transformer_demo", "--no-factor-decay", "--fp16"], "--no-factor-decay with --fp16: .*flat"),
+        (["--arch", "phm_transformer_demo", "--log-parameter-stats", "--fp16"], "--log-parameter-stats with --fp16"),
+    ],
+)
+def test_flags_that_the_model_or_the_optimizer_cannot_honour_are_refused(flags, message):
+    from fairseq import tasks
+
+    args = fairseq_args(*flags)
+    with pytest.raises(ValueError, match=message):
+        tasks.setup_task(args).build_model(args)
+
+
+def test_fairseq_trainer_steps_with_the_scales_and_logs_the_statistics_in_its_metrics():
+    """fairseq's own Trainer (what fairseq-train runs): its optimizer, lr scheduler and metrics."""
+    from fairseq.dataclass.utils import convert_namespace_to_omegaconf
+    from fairseq.logging import metrics
+    from fairseq.trainer import Trainer
+
+    torch.manual_seed(1)
+    flags = ["--arch", "phm_transformer_demo", "--phm-n", "4", "--rule-lr-scale", "10", "--log-parameter-stats"]
+    args, task, model = fairseq_model(*flags)
+    trainer = Trainer(convert_namespace_to_omegaconf(args), task, model, task.build_criterion(args))
+    words = len(task.target_dictionary)
+    tokens = torch.randint(4, words, (8, 6))
+    sample = {
+        "id": torch.arange(8),
+        "nsentences": 8,
+        "ntokens": tokens.numel(),
+        "net_input": {"src_tokens": tokens, "src_lengths": torch.full((8,), 6), "prev_output_tokens": tokens},
+        "target": tokens,
+    }
+    rule = next(m for m in model.modules() if isinstance(m, PHMLinear)).A
+    for _ in range(3):
+        before, lr = rule.detach().clone(), trainer.get_lr()
+        with metrics.aggregate(new_root=True) as aggregated:
+            trainer.train_step([sample])
+        # fairseq's Adam: at most about lr x 10 per entry (bias correction: 1.05 x), and more than lr
+        assert 1.2 * 10 * lr >= (rule.detach() - before).abs().max() > 2 * lr
+    logged = aggregated.get_smoothed_values()
+    for kind in ("rule", "factor", "bias", "norm", "embedding"):
+        assert logged[f"update_{kind}"] > 0 and logged[f"gnorm_{kind}"] > 0 and logged[f"pnorm_{kind}"] > 0
+    # the rule at 10 x the lr moves, relative to its size, about as fast as the factors (the 'balanced' rule
+    # asks 1 / (sqrt(n) rms(W)), 5.7 at 32 -> 32 and 7.9 at 32 -> 96, n = 4), and far faster than at 1 x
+    assert 0.3 < logged["update_rule"] / logged["update_factor"] < 3
+    assert len(trainer.optimizer.param_groups) == 1
