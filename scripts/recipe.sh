@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# The training-recipe runs (configs/converged/multi30k_recipe, the width trend at the iwslt size): two
+# queues at one thread each over one list (scripts/recipe.list: a config and optionally its seeds per
+# line, in order of priority). Each queue takes the first line whose runs are not finished and not held
+# by the other queue (phm-run's lock refuses a run folder in use), so the two share the list in its
+# order; an interrupted run resumes where it stopped when a queue comes back to it. The list is read
+# again after every run: lines added later are picked up. Records: results/runs/<config>/seed<S>/.
+#   scripts/recipe.sh            start both queues in the background (logs: work/logs/recipe-{a,b}.log)
+#   scripts/recipe.sh queue      one queue in the foreground
+#   scripts/recipe.sh report     results/converged_multi30k_recipe.{md,csv,png,curves.png}
+set -euo pipefail
+cd "$(dirname "$0")/.."
+RUNS=results/runs
+LIST=scripts/recipe.list
+
+pending() { # the list's lines with a seed whose result.json is missing, as "CONFIG SEED"
+  grep -v '^\s*\(#\|$\)' "$LIST" | while read -r config seeds; do
+    for seed in ${seeds:-1}; do
+      record="$RUNS/${config#configs/}"
+      [ -f "${record%.yaml}/seed$seed/result.json" ] || echo "$config $seed"
+    done
+  done
+}
+
+queue() {
+  while :; do
+    progress=0
+    while read -r config seed; do
+      if env OMP_NUM_THREADS=1 .venv/bin/phm-run --runs-dir $RUNS "$config" --seeds "$seed"; then
+        progress=1
+        break  # the list may have changed: read it again
+      fi
+    done < <(pending)
+    [ $progress = 1 ] || break  # nothing left that this queue can run
+  done
+}
+
+case ${1:-start} in
+  start)
+    mkdir -p work/logs
+    nohup "$0" queue >> work/logs/recipe-a.log 2>&1 &
+    sleep 60  # the first queue takes the first run's lock before the second looks
+    nohup "$0" queue >> work/logs/recipe-b.log 2>&1 &
+    echo "started: tail -f work/logs/recipe-{a,b}.log"
+    ;;
+  queue) queue ;;
+  report)
+    .venv/bin/phm-collect $RUNS/converged/multi30k_recipe --out results/converged_multi30k_recipe \
+      --title "Multi30k en-de, the training-recipe screen (PHM n=4, seed 1): BLEU on test2016, chosen on valid"
+    ;;
+  *) echo "usage: $0 [start|queue|report]" >&2; exit 2 ;;
+esac
