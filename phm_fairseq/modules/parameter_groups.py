@@ -126,7 +126,7 @@ class ParameterStatistics:
     (the gradient's norm as the optimizer sees it), ``pnorm_<kind>`` (the parameters' norm before the
     step) and ``update_<kind>`` (the step's relative size ||after - before|| / ||before||), as 0-d
     tensors handed to ``sink`` (no synchronisation with an accelerator). Keep a reference: the hooks
-    hold this object weakly, and it stops when it is collected or ``close()``d.
+    hold this object weakly, and it stops when it is collected or ``close()``d (``start()`` again).
 
     Costs, per step: a norm of every gradient and parameter, and one copy of the parameters (kept
     between steps to measure the update)."""
@@ -138,6 +138,9 @@ class ParameterStatistics:
         self._stepping: Optional[Dict[str, Tuple[list, list, Tensor, Tensor]]] = None
         self._copies: Dict[int, Tensor] = {}
         self._holds: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+        self.start()
+
+    def start(self) -> None:
         _statistics.add(self)
         _install_hooks()
 
