@@ -73,6 +73,20 @@ def test_the_plugin_folder_comes_from_the_documented_one_liner():
     assert one_liner == 'PHM=$(python -c "import phm_fairseq; print(phm_fairseq.PLUGIN_DIR)")\n'
 
 
+def test_the_readme_shows_the_commands_of_the_page():
+    """README's "Train on your own data" block is the page's commands (the page's are run below)."""
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    section = re.search(r"^### Translation\n(.*?)^### ", readme.split("## Train on your own data", 1)[1], re.M | re.S)
+    (block,) = re.findall(r"^```bash\n(.*?)^```$", section.group(1), flags=re.M | re.S)
+
+    def lines(text: str) -> list:  # without comments and indentation
+        return [line.split("  #")[0].strip() for line in text.split("\n") if line.split("  #")[0].strip()]
+
+    tested = set(lines("\n".join(bash_blocks("The plugin's folder, from anywhere") + bash_blocks("Translation"))))
+    shown = lines(block)
+    assert len(shown) > 20 and not [line for line in shown if line not in tested]
+
+
 def test_the_translation_example_trains_phm_from_another_folder_and_scores_its_translations(translated):
     log = (translated / "work" / "train.log").read_text()
     # --user-dir "$PHM" from a folder without phm_fairseq/ built the plugin's model: PHM n=4 at
