@@ -178,15 +178,26 @@ class TrainingLog:
         }
 
     def curve(self) -> dict:
-        """Training loss (every --log-interval updates) and validation loss against updates; where
-        a resumed process logged the same update count again, its figure."""
+        """Against updates: the training loss (every --log-interval updates) and the validation loss;
+        the validation BLEU where the training validated it (--eval-bleu); and the epoch averages of
+        the parameter statistics by kind (--log-parameter-stats: gnorm_<kind>, pnorm_<kind>,
+        update_<kind>). Where a resumed process logged the same update count again, its figure."""
 
-        def points(stats):
+        def points(stats, key):
             return sorted(
-                [n, loss]
-                for n, loss in {
-                    int(s["num_updates"]): s["loss"] for s in stats if "num_updates" in s and "loss" in s
+                [n, value]
+                for n, value in {
+                    int(s["num_updates"]): s[key] for s in stats if "num_updates" in s and key in s
                 }.items()
             )
 
-        return {"train": points(self.inner), "valid": points(self.valid)}
+        curve = {"train": points(self.inner, "loss"), "valid": points(self.valid, "loss")}
+        if any("bleu" in v for v in self.valid):
+            curve["valid_bleu"] = points(self.valid, "bleu")
+        for key in sorted({key for epoch in self.epochs for key in epoch if PARAMETER_STATISTIC.match(key)}):
+            curve[key] = points(self.epochs, key)
+        return curve
+
+
+PARAMETER_STATISTIC = re.compile(r"^(gnorm|pnorm|update)_[a-z]+$")
+"""The keys of --log-parameter-stats (phm_fairseq.modules.parameter_groups.ParameterStatistics)."""

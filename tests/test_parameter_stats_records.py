@@ -1,0 +1,37 @@
+"""phm-run's records of --log-parameter-stats and of the validation BLEU (phm_experiments.logs.TrainingLog.curve)."""
+
+import json
+
+from phm_experiments.logs import TrainingLog
+
+
+def line(tag, **stats):
+    return f"2026-11-27 03:00:00 | INFO | {tag} | {json.dumps({k: str(v) for k, v in stats.items()})}"
+
+
+def test_the_curve_holds_the_validation_bleu_and_the_epoch_averages_of_the_parameter_statistics():
+    text = "\n".join(
+        [
+            line("train_inner", epoch=1, num_updates=5, loss=9.0, gnorm_rule=0.5, update_rule=0.001),
+            line("valid", epoch=1, valid_loss=8.0, valid_bleu=3.5, valid_num_updates=10),
+            line("train", epoch=1, train_loss=8.5, train_num_updates=10, train_gnorm_rule=0.4),
+            line("train", epoch=1, train_update_rule=0.002, train_num_updates=10, train_pnorm_factor=28.0),
+            line("valid", epoch=2, valid_loss=7.0, valid_bleu=9.25, valid_num_updates=20),
+            line("train", epoch=2, train_num_updates=20, train_gnorm_rule=0.3, train_update_rule=0.003),
+        ]
+    )
+    curve = TrainingLog.parse(text).curve()
+    assert curve["valid_bleu"] == [[10, 3.5], [20, 9.25]]
+    # the epoch summaries' averages, not the inner records'; a key logged twice for an update: the last
+    assert curve["gnorm_rule"] == [[10, 0.4], [20, 0.3]]
+    assert curve["update_rule"] == [[10, 0.002], [20, 0.003]] and curve["pnorm_factor"] == [[10, 28.0]]
+    assert set(curve) == {"train", "valid", "valid_bleu", "gnorm_rule", "update_rule", "pnorm_factor"}
+
+
+def test_a_log_without_them_has_the_curves_it_always_had():
+    text = (
+        line("train_inner", epoch=1, num_updates=5, loss=9.0)
+        + "\n"
+        + line("valid", valid_loss=8.0, valid_num_updates=5)
+    )
+    assert TrainingLog.parse(text).curve() == {"train": [[5, 9.0]], "valid": [[5, 8.0]]}
