@@ -7,7 +7,8 @@
 # again after every run: lines added later are picked up. Records: results/runs/<config>/seed<S>/.
 #   scripts/recipe.sh            start both queues in the background (logs: work/logs/recipe-{a,b}.log)
 #   scripts/recipe.sh queue      one queue in the foreground
-#   scripts/recipe.sh report     results/converged_multi30k_recipe.{md,csv,png,curves.png}
+#   scripts/recipe.sh report     results/converged_multi30k_recipe.{md,csv,png,curves.png,parameters.png},
+#                                docs/parameter_stats.png
 set -euo pipefail
 cd "$(dirname "$0")/.."
 RUNS=results/runs
@@ -47,6 +48,9 @@ case ${1:-start} in
   report)
     .venv/bin/phm-collect $RUNS/converged/multi30k_recipe --out results/converged_multi30k_recipe \
       --title "Multi30k en-de, the training-recipe screen (PHM n=4, seed 1): BLEU on test2016, chosen on valid"
+    # the statistics of the dense twin and PHM n=4 as converged, alone (docs/training.md)
+    .venv/bin/python -m phm_experiments.report.diagnostics $RUNS/converged/multi30k_recipe \
+      --rows transformer phm_n4 --out docs/parameter_stats.png
     ;;
   *) echo "usage: $0 [start|queue|report]" >&2; exit 2 ;;
 esac

@@ -35,3 +35,30 @@ def test_a_log_without_them_has_the_curves_it_always_had():
         + line("valid", valid_loss=8.0, valid_num_updates=5)
     )
     assert TrainingLog.parse(text).curve() == {"train": [[5, 9.0]], "valid": [[5, 8.0]]}
+
+
+def test_phm_collect_reports_the_diagnostics_of_runs_that_logged_them(tmp_path):
+    """A committed record, given the curves of a run with --log-parameter-stats: the report's section and plot."""
+    from pathlib import Path
+
+    from phm_experiments.report import collect
+
+    source = Path(__file__).parent.parent / "results/runs/converged/multi30k"
+    for config, rule_update in (("transformer", None), ("phm_n4_lr008", 0.001)):
+        record = json.loads((source / config / "seed1/result.json").read_text())
+        curve = record["training"]["curve"]
+        curve["valid_bleu"] = [[128, 10.0], [256, 20.0], [384, 18.0], [512, 21.0]]
+        curve["update_factor"] = [[128, 0.004], [256, 0.002], [384, 0.002], [512, 0.002]]
+        if rule_update:
+            curve["update_rule"] = [[n, rule_update] for n, _ in curve["update_factor"]]
+            curve["gnorm_rule"] = [[n, 0.1] for n, _ in curve["update_factor"]]
+        run = tmp_path / "runs" / config / "seed1"
+        run.mkdir(parents=True)
+        (run / "result.json").write_text(json.dumps(record))
+    collect(tmp_path / "runs", tmp_path / "report")
+    report = (tmp_path / "report.md").read_text()
+    section = report[report.index("## Training diagnostics") :]
+    # moves 10, 2, 3: mean 5.00, largest 10.00; the factors' mean update 2.50e-03; the rules' 1.00e-03: 0.40
+    assert "| phm_n4_lr008 | 1 | 5.00 | 10.00 | 1.00e-03 | 2.50e-03 | 0.40 |" in section
+    assert "| transformer | 1 | 5.00 | 10.00 |  | 2.50e-03 |  |" in section
+    assert (tmp_path / "report.parameters.png").stat().st_size > 10_000

@@ -20,6 +20,9 @@ evaluate.average_last a row <row>@avg<N> (the average of its last N epoch checkp
     OUT.epochs.png   (runs with evaluate.epochs) the score after each of those epochs against the
               total training updates, a teacher's included where a run starts from its checkpoint
               (phm-compress + fine-tuning against training from scratch at equal updates)
+    OUT.parameters.png   (runs with --log-parameter-stats) each kind's relative update and gradient
+              norm against updates, and the validation BLEU; OUT.md then ends with the training
+              diagnostics (diagnostics.py)
 
 aggregate.py reads the runs and averages their seeds into rows (Row: one config on one corpus),
 tables.py makes OUT.md and OUT.csv of the rows, plots.py the plots.
@@ -27,6 +30,7 @@ tables.py makes OUT.md and OUT.csv of the rows, plots.py the plots.
 
 from pathlib import Path
 
+from . import diagnostics
 from .aggregate import Entry, ReportError, Row, load_results, row_order, run_rows, scores_against_updates
 from .plots import plot_curves, plot_epochs, plot_scores
 from .tables import markdown, write_csv
@@ -50,10 +54,12 @@ def collect(root: Path, out: Path, title=None) -> list[Row]:
     entries = load_results(root)
     rows = run_rows(entries)
     out.parent.mkdir(parents=True, exist_ok=True)
-    Path(f"{out}.md").write_text(markdown(title or root.name, rows, entries))
+    section = diagnostics.markdown(diagnostics.diagnostics(entries))
+    Path(f"{out}.md").write_text(markdown(title or root.name, rows, entries) + (f"\n{section}" if section else ""))
     write_csv(rows, Path(f"{out}.csv"))
     plot_scores(rows, Path(f"{out}.png"))
     plot_curves(entries, Path(f"{out}.curves.png"))
+    diagnostics.plot_parameter_statistics(entries, Path(f"{out}.parameters.png"))
     series = scores_against_updates(entries)
     if series:
         plot_epochs(series, rows[0].metric, Path(f"{out}.epochs.png"))

@@ -1,0 +1,148 @@
+"""The training diagnostics of a report: how much each run's validation BLEU moved between epochs, and the
+parameter statistics by kind that --log-parameter-stats logged (the epoch averages in result.json's
+training curve: gnorm_<kind>, pnorm_<kind>, update_<kind>).
+
+    python -m phm_experiments.report.diagnostics RUNS --rows transformer phm_n4 --out docs/parameter_stats.png
+
+plots the statistics of the named rows' runs (checkpoint_best.pt's rows) alone; phm-collect adds the
+section and OUT.parameters.png to every report whose runs logged them.
+"""
+
+import argparse
+import statistics
+from pathlib import Path
+
+from .aggregate import Entry, load_results, row_order
+
+KINDS = ("rule", "factor", "dense", "bias", "norm", "embedding", "gate")
+SHOWN = ("rule", "factor", "dense", "embedding")  # the kinds plotted: the maps, and the embeddings beside them
+
+
+def validation_moves(entry: Entry):
+    """(mean, largest) absolute change of the validation BLEU from one epoch to the next; None without it."""
+    scores = [bleu for _, bleu in entry.result.training.curve.get("valid_bleu", [])]
+    moves = [abs(b - a) for a, b in zip(scores, scores[1:])]
+    return (statistics.mean(moves), max(moves)) if moves else None
+
+
+def mean_statistic(entry: Entry, key: str):
+    """The mean over the run's epochs of one statistic (e.g. update_rule); None where it was not logged."""
+    points = entry.result.training.curve.get(key)
+    return statistics.mean(value for _, value in points) if points else None
+
+
+def diagnostics(entries: list[Entry]) -> list[dict]:
+    """One dict per run (its checkpoint_best.pt entry) that logged validation BLEU or parameter statistics."""
+    rows = []
+    for entry in sorted((e for e in entries if e.is_best), key=lambda e: (e.column, row_order(e.row), e.result.seed)):
+        moves = validation_moves(entry)
+        updates = {kind: mean_statistic(entry, f"update_{kind}") for kind in KINDS}
+        if moves is None and not any(updates.values()):
+            continue
+        rows.append(
+            {
+                "row": entry.row,
+                "column": entry.column,
+                "seed": entry.result.seed,
+                "valid_move_mean": moves and moves[0],
+                "valid_move_max": moves and moves[1],
+                **{f"update_{kind}": value for kind, value in updates.items()},
+                "rule_over_factor": updates["rule"] / updates["factor"]
+                if updates["rule"] and updates["factor"]
+                else None,
+            }
+        )
+    return rows
+
+
+def markdown(rows: list[dict]) -> str:
+    """The report's section: one line per run."""
+    if not rows:
+        return ""
+    kinds = [kind for kind in KINDS if any(row[f"update_{kind}"] is not None for row in rows)]
+    fmt = lambda value, spec: "" if value is None else format(value, spec)  # noqa: E731
+    lines = [
+        "## Training diagnostics",
+        "",
+        "How far the validation BLEU moved from one epoch to the next (mean and largest absolute change), "
+        "and, where the run logged its parameter statistics (--log-parameter-stats), the mean over epochs "
+        "of each kind's relative update per step, ||after - before|| / ||before||; rule/factor: the rules' "
+        "relative update over the factors'.",
+        "",
+        "| run | seed | valid BLEU move: mean | largest | "
+        + " | ".join(f"update: {kind}" for kind in kinds)
+        + (" | rule/factor |" if "rule" in kinds else " |"),
+        "|" + "---|" * (4 + len(kinds) + ("rule" in kinds)),
+    ]
+    for row in rows:
+        cells = [row["row"], str(row["seed"]), fmt(row["valid_move_mean"], ".2f"), fmt(row["valid_move_max"], ".2f")]
+        cells += [fmt(row[f"update_{kind}"], ".2e") for kind in kinds]
+        if "rule" in kinds:
+            cells.append(fmt(row["rule_over_factor"], ".2f"))
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def plot_parameter_statistics(entries: list[Entry], path: Path) -> bool:
+    """Relative update and gradient norm of each kind against updates, and the validation BLEU: one line per
+    run (checkpoint_best.pt's entries). Writes nothing and returns False where no run logged statistics."""
+    runs = [e for e in entries if e.is_best and any(k.startswith("update_") for k in e.result.training.curve)]
+    if not runs:
+        path.unlink(missing_ok=True)  # an earlier report's plot would describe other runs
+        return False
+    from .plots import pyplot
+
+    plt = pyplot()
+    runs.sort(key=lambda e: (row_order(e.row), e.result.seed))
+    fig, axes = plt.subplots(3, len(SHOWN), figsize=(4.2 * len(SHOWN), 10), squeeze=False, sharex=True)
+    for i, entry in enumerate(runs):
+        curve = entry.result.training.curve
+        label = entry.row if len({e.row for e in runs}) == len(runs) else f"{entry.row} seed {entry.result.seed}"
+        style = dict(color=f"C{i % 10}", lw=1.2, ls="-" if i < 10 else "--", label=label)
+        for column, kind in enumerate(SHOWN):
+            for row, statistic in enumerate(("update", "gnorm")):
+                points = curve.get(f"{statistic}_{kind}")
+                if points:
+                    axes[row][column].plot(*zip(*points), **style)
+        if curve.get("valid_bleu"):
+            axes[2][0].plot(*zip(*curve["valid_bleu"]), marker="o", ms=2.5, **style)
+        if curve.get("pnorm_rule"):
+            axes[2][1].plot(*zip(*curve["pnorm_rule"]), **style)
+        if curve.get("pnorm_factor"):
+            axes[2][2].plot(*zip(*curve["pnorm_factor"]), **style)
+        if curve.get("update_rule") and curve.get("update_factor"):
+            ratio = [(n, r / f) for (n, r), (_, f) in zip(curve["update_rule"], curve["update_factor"]) if f]
+            axes[2][3].plot(*zip(*ratio), **style)
+    for column, kind in enumerate(SHOWN):
+        axes[0][column].set_title(f"{kind}: relative update per step")
+        axes[1][column].set_title(f"{kind}: gradient norm")
+        axes[0][column].set_yscale("log")
+        axes[1][column].set_yscale("log")
+    titles = ("validation BLEU", "rule: parameter norm", "factor: parameter norm", "rule / factor relative update")
+    for ax, title in zip(axes[2], titles):
+        ax.set_title(title)
+    for ax in axes.flat:
+        ax.grid(alpha=0.3)
+    for ax in axes[2]:
+        ax.set_xlabel("updates")
+    axes[0][0].legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return True
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("runs", type=Path, help="a folder of runs, as phm-collect reads")
+    parser.add_argument("--rows", nargs="+", help="only these rows (configs), e.g. transformer phm_n4")
+    parser.add_argument("--out", type=Path, required=True, help="the plot (.png)")
+    args = parser.parse_args(argv)
+    entries = [e for e in load_results(args.runs) if not args.rows or e.row in args.rows]
+    if not plot_parameter_statistics(entries, args.out):
+        parser.exit(1, f"no run below {args.runs} logged parameter statistics\n")
+    print(markdown(diagnostics(entries)))
+
+
+if __name__ == "__main__":
+    main()
