@@ -16,9 +16,10 @@ import phm_fairseq
 REPO = Path(__file__).resolve().parent.parent
 FIXTURES = REPO / "tests" / "fixtures" / "checkpoints"
 
-# A fresh interpreter: the layers first (as a script that only wants them), then fairseq's hub
-# interface's user_dir (fairseq.utils.import_user_module, which imports nothing of a plugin that is
-# in sys.modules already), then the old checkpoints of tests/fixtures loaded through fairseq.
+# A fresh interpreter: the layers first (as a script that only wants them); then one of the plugin's
+# tasks, whose import imports fairseq, and with it the plugin's models, which import the tasks (whole,
+# or an import cycle fails); then fairseq's hub interface's user_dir (fairseq.utils.import_user_module,
+# which imports nothing of a plugin already in sys.modules); then the old checkpoints of tests/fixtures.
 LAYERS_FIRST = r"""
 import json, logging, sys
 import torch
@@ -31,6 +32,8 @@ PHMLinear(8, 16, n=2)(torch.randn(3, 8))
 after = logging_state()
 imported = sorted({name.split(".")[0] for name in sys.modules} & {"fairseq", "fairseq_cli", "hydra", "omegaconf"})
 plugin = sorted(name for name in sys.modules if name.startswith("phm_fairseq."))
+
+from phm_fairseq.tasks.classification import ClassificationTask
 
 import argparse
 from fairseq import checkpoint_utils, utils
