@@ -51,8 +51,12 @@ elif [ -n "$SRC_DIR" ]; then
 else
   INPUT=$DOWNLOAD_DIR/$RELEASE.gz
   for SOURCE in "${URLS[@]}"; do try_download "$SOURCE" "$INPUT" >&2 && break; done
-  OFFLINE_FILES="$RELEASE.gz or $RELEASE"
-  [ -s "$INPUT" ] || die "$DOWNLOAD_ERROR"
+  # the generic advice of try_download's error names neither the file nor --input: said here instead
+  [ -s "$INPUT" ] || die "${DOWNLOAD_ERROR%%. Offline?*}.
+  Offline? Fetch $RELEASE.gz (Linzen et al.'s release) from one of$(printf '\n    %s' "${URLS[@]}")
+  and pass --src-dir DIR, the folder that holds it (or $RELEASE unpacked); or prepare another
+  file in a layout that data-prep/sva_splits.py reads with --input FILE (e.g. a 1,000-row sample:
+  --input wiki-dev.txt --proportions 70,10)"
 fi
 
 log "[1/3] $INPUT: checking every row, splitting"
