@@ -499,7 +499,7 @@ def test_a_missing_or_foreign_file_is_refused(tmp_path):
     args = ("--arch", "phm_transformer_demo", "--out", out)
     refused(tmp_path / "nowhere.pt", *args, message=r"nowhere.pt: no such checkpoint file", out=out)
     (tmp_path / "text.pt").write_text("not a checkpoint\n")
-    refused(tmp_path / "text.pt", *args, message=r"text.pt: not a checkpoint that can be loaded safely", out=out)
+    refused(tmp_path / "text.pt", *args, message=r"text.pt cannot be read as a fairseq checkpoint", out=out)
     torch.save({"weights": torch.zeros(3)}, tmp_path / "tensors.pt")
     refused(tmp_path / "tensors.pt", *args, message=r"not a fairseq training checkpoint", out=out)
 

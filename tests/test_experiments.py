@@ -423,7 +423,7 @@ def test_phm_params_names_a_missing_checkpoint_and_refuses_empty_ones(kit, tmp_p
     with pytest.raises(SystemExit):
         phm_params.main([str(folder / "checkpoint_bst.pt")])
     err = capsys.readouterr().err
-    assert f"no checkpoint file {folder}/checkpoint_bst.pt; the .pt files in {folder}: checkpoint_best.pt" in err
+    assert f"{folder}/checkpoint_bst.pt: no such checkpoint file; the .pt files in {folder}: checkpoint_best.pt" in err
     (tmp_path / "empty.pt").write_bytes(b"")
     with pytest.raises(SystemExit):
         phm_params.main([str(tmp_path / "empty.pt")])

@@ -323,7 +323,7 @@ def test_what_is_not_a_plugin_translation_checkpoint_is_refused(phm, dense, tmp_
     out = tmp_path / "out.pt"
     refused(tmp_path / "nowhere.pt", "--out", out, message=r"nowhere.pt: no such checkpoint file", out=out)
     (tmp_path / "text.pt").write_text("not a checkpoint\n")
-    refused(tmp_path / "text.pt", "--out", out, message=r"not a checkpoint that can be loaded safely", out=out)
+    refused(tmp_path / "text.pt", "--out", out, message=r"text.pt cannot be read as a fairseq checkpoint", out=out)
     torch.save({"weights": torch.zeros(3)}, tmp_path / "tensors.pt")
     refused(tmp_path / "tensors.pt", "--out", out, message=r"not a fairseq training checkpoint", out=out)
     refused(dense[0], "--out", out, message=r"holds fairseq's own transformer .* nothing to export", out=out)

@@ -557,7 +557,9 @@ def test_evaluate_refuses_what_it_cannot_score(sick_data, trained, tmp_path, cap
         ([str(data), "--path", str(checkpoint), "--subset", "test2"], "no 'test2' split"),
     ]
     for argv, message in cases:
-        assert phm_evaluate.main(argv) == 2
+        with pytest.raises(SystemExit) as exit:
+            phm_evaluate.main(argv)
+        assert exit.value.code == 2
         assert message in capsys.readouterr().err, message
 
 

@@ -1,19 +1,22 @@
 """phm-compress: the nearest PHM or quaternion Transformer to a trained dense one, as a checkpoint.
 
-    phm-compress checkpoints/dense/checkpoint_best.pt --arch phm_transformer_iwslt --phm-n 4 --out phm_n4.pt
-    phm-compress dense.pt --arch quaternion_transformer_partial_iwslt --out quaternion_partial.pt
-    phm-compress dense.pt --arch phm_transformer_demo --phm-n 2 --encoder-layers 1 ... --out phm_n2.pt
+    phm-compress checkpoints/dense/checkpoint_best.pt --arch phm_transformer_demo --phm-n 4 --out phm_n4.pt
+    phm-compress dense.pt --arch quaternion_transformer_partial_demo --out quaternion_partial.pt
+    phm-compress tiny.pt --arch phm_transformer_demo --phm-n 2 --encoder-layers 1 ... --out phm_n2.pt
 
 DENSE.pt is a fairseq translation checkpoint of the plugin's dense twin (transformer_twin_*) or
-of fairseq's own transformer (transformer, transformer_iwslt_de_en, ...). Every linear map that
---arch makes hypercomplex gets the nearest weights to the dense one (a learned PHM rule: the
-nearest sum of n Kronecker products; an algebra rule or quaternion layer: the least-squares
+of fairseq's own transformer (transformer, transformer_iwslt_de_en, ...). --arch has the dense
+model's sizes: transformer_twin_demo (the README's dense model) compresses to the *_demo
+architectures, transformer_twin_iwslt to *_iwslt, transformer_twin_base to *_base. Every linear
+map that --arch makes hypercomplex gets the nearest weights to the dense one (a learned PHM rule:
+the nearest sum of n Kronecker products; an algebra rule or quaternion layer: the least-squares
 component weights for that rule; a fused Q/K/V projection: q, k and v stacked); everything else
 (embeddings, positions, layer norms, biases, the output projection) is copied exactly.
 
-The model keeps the dense model's sizes. When --arch's own sizes differ, pass the checkpoint's
-(the size flags below): they must match it, and fine-tuning needs the same flags. The output is
-a fairseq checkpoint of --arch without optimizer state: fairseq-generate loads it, and
+The model keeps the dense model's sizes. For a dense model of other sizes (tiny.pt above), pass
+its sizes (the size flags below; the refusal names them): they must match the checkpoint, and
+fine-tuning needs the same flags. The output is a fairseq checkpoint of --arch without optimizer
+state: fairseq-generate loads it, and
     fairseq-train DATA --user-dir PLUGIN --arch ARCH [the same model flags] --finetune-from-model OUT ...
 fine-tunes it. A per-layer table of relative errors ||W - H||_F / ||W||_F and the parameter
 counts go to stdout (--json: one JSON line instead).
@@ -22,19 +25,19 @@ counts go to stdout (--json: one JSON line instead).
 import argparse
 import copy
 import json
-import logging
 import sys
-import warnings
 
 import torch
 
-from phm_fairseq import PLUGIN_DIR  # (importing the plugin registers its models; safe checkpoint loading)
+from phm_fairseq import PLUGIN_DIR
+from phm_fairseq.cli import command
 from phm_fairseq.cli.checkpoint_files import (
-    RefusedInput,
     check_out,
-    config_value,
-    data_directory,
+    load_model,
     read_training_checkpoint,
+    require_task,
+    task_and_arch,
+    translation_data_directory,
     written_in_place,
 )
 from phm_fairseq.models.compress import CompressionError, compress_into, total_relative_error
@@ -164,21 +167,13 @@ def check_target(args) -> dict:
 
 def read_checkpoint(path: str, data):
     """The checkpoint's state (fairseq's upgraded form), once it is known to be a dense translation Transformer."""
-    from fairseq import tasks
     from fairseq.models import ARCH_MODEL_NAME_REGISTRY
     from fairseq.tasks.translation import TranslationTask
 
     state = read_training_checkpoint(path, data)
     cfg = state["cfg"]
-    task_name = config_value(cfg.task, "_name") or config_value(cfg.task, "task")
-    model_cfg = cfg.model
-    arch = config_value(model_cfg, "arch") or config_value(model_cfg, "_name")
-    task = tasks.TASK_REGISTRY.get(task_name)
-    if task is None or not issubclass(task, TranslationTask):
-        raise CompressionError(
-            f"{path} holds a model for task {task_name!r} (arch {arch!r}); phm-compress compresses "
-            f"translation Transformers (task translation)"
-        )
+    require_task(path, cfg, TranslationTask, "phm-compress compresses translation Transformers (task translation)")
+    model_cfg, (_task, arch) = cfg.model, task_and_arch(cfg)
     if architecture_kind(arch, model_cfg) != "dense" or not isinstance(model_cfg, argparse.Namespace):
         raise CompressionError(
             f"{path} holds a {ARCH_MODEL_NAME_REGISTRY.get(arch, arch)!r} model (arch {arch!r}); phm-compress takes "
@@ -232,23 +227,18 @@ def target_args(dense_args, arch: str, given: dict, data: str):
 
 
 def compress(args, progress=True) -> dict:
-    """Does the work of the command; returns its report. Raises CompressionError on bad input."""
-    from fairseq import checkpoint_utils
+    """Does the work of the command; returns its report. Raises CompressionError or RefusedInput on bad input."""
     from omegaconf import OmegaConf
     from tqdm import tqdm
 
     given = check_target(args)
     check_out(args.out, force=args.force, inputs={args.checkpoint: "the dense checkpoint"})
     state = read_checkpoint(args.checkpoint, args.data)
-    cfg = state["cfg"]
-    dense_args = cfg.model
+    dense_args = state["cfg"].model
     check_sizes(args.checkpoint, dense_args, args.arch, given)
-    data = data_directory(cfg, args.data)
-    try:
-        models, cfg, task = checkpoint_utils.load_model_ensemble_and_task([args.checkpoint], state=state)
-    except (RuntimeError, FileNotFoundError) as error:  # e.g. the dictionaries of another data directory
-        raise CompressionError(f"{args.checkpoint} cannot be loaded with the data in {data}: {error}") from None
-    dense = models[0].eval()
+    data = translation_data_directory(state["cfg"], args.data)
+    dense, cfg, task = load_model(args.checkpoint, state, data)
+    dense = dense.eval()
     new_args = target_args(dense_args, args.arch, given, data)
     try:
         target = task.build_model(new_args).eval()
@@ -322,18 +312,12 @@ def format_report(report: dict) -> str:
     return "\n".join(lines)
 
 
-def main(argv=None):
-    args = parse_args(argv)
-    # fairseq logs to the root logger: keep stdout for the report
-    logging.basicConfig(stream=sys.stderr, level=logging.WARNING, force=True)
-    warnings.filterwarnings("ignore", message=".pin_memory. argument is set as true but no accelerator")
-    try:
+def main(argv=None) -> int:
+    def work(args):
         report = compress(args, progress=not args.json)
-    except (CompressionError, RefusedInput) as error:
-        print(f"phm-compress: error: {error}", file=sys.stderr)
-        return 2
-    print(json.dumps(report) if args.json else format_report(report))
-    return 0
+        print(json.dumps(report) if args.json else format_report(report))
+
+    return command.main("phm-compress", parse_args, work, argv, refusals=(CompressionError,))
 
 
 if __name__ == "__main__":

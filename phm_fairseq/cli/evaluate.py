@@ -13,57 +13,35 @@ With --json the last line of stdout is
 
 import argparse
 import json
-import logging
 import os
 import sys
 import time
-import warnings
 
 import torch
 
-import phm_fairseq  # noqa: F401  (registers the plugin's tasks and models; safe checkpoint loading)
-
-
-class EvaluationError(Exception):
-    pass
+from phm_fairseq.cli import command
+from phm_fairseq.cli.checkpoint_files import load_model, read_training_checkpoint, require_task
+from phm_fairseq.cli.command import RefusedInput
 
 
 def load_classifier(path: str, data: str):
     """(model, task) from a checkpoint, for the data directory ``data``; clear errors otherwise."""
-    from fairseq import checkpoint_utils, tasks
+    from fairseq import tasks
 
     from phm_fairseq.tasks.classification import ClassificationTask
 
-    if not os.path.isfile(path):
-        raise EvaluationError(f"--path {path}: no such checkpoint file")
     if not os.path.isdir(data):
-        raise EvaluationError(f"{data}: no such data directory")
-    try:
-        raw = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as error:  # not a torch file, or one that needs unsafe unpickling
-        raise EvaluationError(f"--path {path}: cannot be loaded safely as a checkpoint: {error}") from None
-    if not isinstance(raw, dict) or raw.get("cfg") is None or "model" not in raw:
-        raise EvaluationError(f"--path {path}: not a fairseq training checkpoint (it has no model and configuration)")
-    del raw
-    state = checkpoint_utils.load_checkpoint_to_cpu(path, arg_overrides={"data": data})
-    cfg = state["cfg"]
-    task_cfg, model_cfg = cfg["task"], cfg.get("model")
-    task_name = getattr(task_cfg, "task", None) or task_cfg.get("_name")
-    arch = getattr(model_cfg, "arch", None) or (model_cfg.get("_name") if model_cfg is not None else None)
-    task_class = tasks.TASK_REGISTRY.get(task_name)
-    if task_class is None or not issubclass(task_class, ClassificationTask):
-        ours = sorted(name for name, task in tasks.TASK_REGISTRY.items() if issubclass(task, ClassificationTask))
-        raise EvaluationError(
-            f"--path {path} holds a model for task {task_name!r} (arch {arch!r}); phm-evaluate scores "
-            f"the plugin's classification tasks ({', '.join(ours)})"
-        )
-    try:
-        models, _, task = checkpoint_utils.load_model_ensemble_and_task([path], state=state)
-    except (FileNotFoundError, ValueError) as error:
-        raise EvaluationError(str(error)) from None
-    except RuntimeError as error:  # e.g. parameter shapes of another model or another dictionary
-        raise EvaluationError(f"--path {path} does not fit {data} (arch {arch!r}): {error}") from None
-    return models[0], task
+        raise RefusedInput(f"{data}: no such data directory")
+    state = read_training_checkpoint(path, data)
+    ours = sorted(name for name, task in tasks.TASK_REGISTRY.items() if issubclass(task, ClassificationTask))
+    require_task(
+        path,
+        state["cfg"],
+        ClassificationTask,
+        f"phm-evaluate scores the plugin's classification tasks ({', '.join(ours)})",
+    )
+    model, _cfg, task = load_model(path, state, data)
+    return model, task
 
 
 def evaluate(model, task, subset: str, batch_size: int = 256) -> dict:
@@ -71,7 +49,7 @@ def evaluate(model, task, subset: str, batch_size: int = 256) -> dict:
     try:
         task.load_dataset(subset)
     except FileNotFoundError as error:
-        raise EvaluationError(str(error)) from None
+        raise RefusedInput(str(error)) from None
     dataset = task.dataset(subset)
     batches = task.get_batch_iterator(dataset=dataset, max_sentences=batch_size).next_epoch_itr(shuffle=False)
     labels = list(task.labels)
@@ -83,13 +61,13 @@ def evaluate(model, task, subset: str, batch_size: int = 256) -> dict:
         for sample in batches:
             logits = model(**sample["net_input"])
             if logits.size(-1) != len(labels):
-                raise EvaluationError(f"the model predicts {logits.size(-1)} classes, labels.txt has {len(labels)}")
+                raise RefusedInput(f"the model predicts {logits.size(-1)} classes, labels.txt has {len(labels)}")
             predicted = logits.argmax(dim=-1)
             confusion.index_put_((sample["target"], predicted), torch.ones_like(predicted), accumulate=True)
             scored.update(sample["id"].tolist())
     seconds = time.perf_counter() - start
     if len(scored) != len(dataset) or int(confusion.sum()) != len(dataset):
-        raise EvaluationError(f"scored {int(confusion.sum())} of the {len(dataset)} examples of {subset!r}")
+        raise RefusedInput(f"scored {int(confusion.sum())} of the {len(dataset)} examples of {subset!r}")
     correct = int(confusion.diag().sum())
     return {
         "accuracy": 100.0 * correct / len(dataset),
@@ -123,7 +101,7 @@ def positive_int(text: str) -> int:
     return value
 
 
-def main(argv=None):
+def main(argv=None) -> int:
     parser = argparse.ArgumentParser(
         prog="phm-evaluate", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
@@ -134,20 +112,15 @@ def main(argv=None):
         "--batch-size", type=positive_int, default=256, help="examples per batch (any size: all are scored)"
     )
     parser.add_argument("--json", action="store_true", help="end stdout with the report as one JSON line")
-    args = parser.parse_args(argv)
-    # fairseq logs to the root logger: keep stdout for the report
-    logging.basicConfig(stream=sys.stderr, level=logging.WARNING, force=True)
-    warnings.filterwarnings("ignore", message=".pin_memory. argument is set as true but no accelerator")
-    try:
+
+    def work(args):
         model, task = load_classifier(args.path, args.data)
         report = evaluate(model, task, args.subset, args.batch_size)
-    except EvaluationError as error:
-        print(f"phm-evaluate: error: {error}", file=sys.stderr)
-        return 2
-    print(format_report(report, args.subset))
-    if args.json:
-        print(json.dumps(report))
-    return 0
+        print(format_report(report, args.subset))
+        if args.json:
+            print(json.dumps(report))
+
+    return command.main(parser.prog, parser.parse_args, work, argv)
 
 
 if __name__ == "__main__":

@@ -24,22 +24,23 @@ models of other tasks (PHM-LSTM, classifiers), checkpoints that are not the plug
 
 import argparse
 import json
-import logging
 import os
 import sys
-import warnings
 
 import torch
 
-import phm_fairseq  # noqa: F401  (registers the plugin's models; safe checkpoint loading)
+import phm_fairseq
+from phm_fairseq.cli import command
 from phm_fairseq.cli.checkpoint_files import (
-    RefusedInput,
     check_out,
-    config_value,
-    data_directory,
+    load_model,
     read_training_checkpoint,
+    require_task,
+    task_and_arch,
+    translation_data_directory,
     written_in_place,
 )
+from phm_fairseq.cli.command import RefusedInput
 from phm_fairseq.modules import count_parameters
 
 FORMATS = ("fairseq", "ctranslate2")
@@ -66,8 +67,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--quantization",
         choices=QUANTIZATIONS,
-        default="float32",
-        help="--format ctranslate2: the weights' type (default: float32, as trained)",
+        help="--format ctranslate2 only: the weights' type (default: float32, as trained)",
     )
     parser.add_argument(
         "--data",
@@ -79,23 +79,32 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def parse_args(argv):
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.quantization and args.format != "ctranslate2":
+        parser.error(
+            f"--quantization {args.quantization} applies to --format ctranslate2; a fairseq checkpoint keeps the "
+            f"trained float32 weights (fairseq-generate --fp16 halves them)"
+        )
+    return args
+
+
 def exportable_model_args(path: str, state: dict):
     """The checkpoint's model arguments, once it is known to hold a translation model of the plugin
     that fairseq's transformer can compute."""
-    from fairseq import tasks
     from fairseq.models import ARCH_MODEL_NAME_REGISTRY
     from fairseq.tasks.translation import TranslationTask
 
     cfg = state["cfg"]
-    task_name = config_value(cfg.task, "_name") or config_value(cfg.task, "task")
-    arch = config_value(cfg.model, "arch") or config_value(cfg.model, "_name")
-    task = tasks.TASK_REGISTRY.get(task_name)
-    if task is None or not issubclass(task, TranslationTask):
-        raise RefusedInput(
-            f"{path} holds a model for task {task_name!r} (arch {arch!r}); phm-export exports translation "
-            f"Transformers (task translation) only: fairseq has no stock model that computes the PHM-LSTM or "
-            f"the classifiers"
-        )
+    require_task(
+        path,
+        cfg,
+        TranslationTask,
+        "phm-export exports translation Transformers (task translation) only: fairseq has no stock model that "
+        "computes the PHM-LSTM or the classifiers",
+    )
+    _task, arch = task_and_arch(cfg)
     model_name = ARCH_MODEL_NAME_REGISTRY.get(arch)
     if model_name == "transformer":
         raise RefusedInput(
@@ -182,8 +191,6 @@ def disk_bytes(path: str) -> int:
 
 def export(args) -> dict:
     """Does the work of the command; returns its report. Raises RefusedInput on bad input."""
-    from fairseq import checkpoint_utils
-
     from phm_fairseq.models.export import densify, stock_transformer_args
 
     ctranslate2 = args.format == "ctranslate2"
@@ -195,19 +202,17 @@ def export(args) -> dict:
             raise RefusedInput(CTRANSLATE2_MISSING) from None
     state = read_training_checkpoint(args.checkpoint, args.data)
     model_args = exportable_model_args(args.checkpoint, state)
-    data = data_directory(state["cfg"], args.data)
-    try:
-        models, _cfg, _task = checkpoint_utils.load_model_ensemble_and_task([args.checkpoint], state=state)
-    except (RuntimeError, FileNotFoundError) as error:  # e.g. the dictionaries of another data directory
-        raise RefusedInput(f"{args.checkpoint} cannot be loaded with the data in {data}: {error}") from None
+    data = translation_data_directory(state["cfg"], args.data)
+    model, _cfg, _task = load_model(args.checkpoint, state, data)
     # H in float32, whatever the training's precision: fairseq-generate halves the model itself (--fp16)
-    model = models[0].float().eval()
+    model = model.float().eval()
     before = count_parameters(model)
     dense = densify(model)
     checkpoint = stock_checkpoint(state, dense, plain(stock_transformer_args(model_args)), data, args.checkpoint)
+    quantization = args.quantization or "float32"
     with written_in_place(args.out) as path:
         if ctranslate2:
-            to_ctranslate2(checkpoint, data, path, args.quantization)
+            to_ctranslate2(checkpoint, data, path, quantization)
         else:
             torch.save(checkpoint, path)
     return {
@@ -215,7 +220,7 @@ def export(args) -> dict:
         "arch": model_args.arch,
         "out": args.out,
         "format": args.format,
-        **({"quantization": args.quantization} if ctranslate2 else {}),
+        **({"quantization": quantization} if ctranslate2 else {}),
         "parameters": {"hypercomplex": before.as_dict(), "exported": count_parameters(dense).as_dict()},
         "bytes": {"checkpoint": os.path.getsize(args.checkpoint), "out": disk_bytes(args.out)},
     }
@@ -237,18 +242,12 @@ def format_report(report: dict) -> str:
     )
 
 
-def main(argv=None):
-    args = build_parser().parse_args(argv)
-    # fairseq logs to the root logger: keep stdout for the report
-    logging.basicConfig(stream=sys.stderr, level=logging.WARNING, force=True)
-    warnings.filterwarnings("ignore", message=".pin_memory. argument is set as true but no accelerator")
-    try:
+def main(argv=None) -> int:
+    def work(args):
         report = export(args)
-    except RefusedInput as error:
-        print(f"phm-export: error: {error}", file=sys.stderr)
-        return 2
-    print(json.dumps(report) if args.json else format_report(report))
-    return 0
+        print(json.dumps(report) if args.json else format_report(report))
+
+    return command.main("phm-export", parse_args, work, argv)
 
 
 if __name__ == "__main__":

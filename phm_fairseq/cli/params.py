@@ -1,6 +1,6 @@
 """phm-params: a fairseq model's parameters, with and without embeddings, against dense layers.
 
-    phm-params checkpoints/checkpoint_best.pt
+    phm-params checkpoints/checkpoint_best.pt [--data DIR]
     phm-params data-bin/multi30k.en-de --task translation --arch phm_transformer_demo --phm-n 4
     phm-params --module encoder.lstm data-bin/snli --task nli --arch phm_lstm_nli --phm-n 5
 
@@ -15,45 +15,40 @@ import json
 import os
 import sys
 
-import phm_fairseq  # noqa: F401  (registers the plugin's models and tasks)
+from phm_fairseq.cli import command
+from phm_fairseq.cli.checkpoint_files import (
+    data_directory,
+    load_model,
+    read_training_checkpoint,
+    task_and_arch,
+)
+from phm_fairseq.cli.command import RefusedInput
 from phm_fairseq.modules import count_parameters
 
 
-def load_checkpoint(path: str):
-    """(model, arch) of a checkpoint file; a clear ValueError for a missing, empty or unreadable one."""
-    from fairseq import checkpoint_utils
-
-    if not os.path.isfile(path):
-        folder = os.path.dirname(path) or "."
-        found = sorted(name for name in os.listdir(folder) if name.endswith(".pt")) if os.path.isdir(folder) else None
-        hint = (
-            f"; the .pt files in {folder}: {', '.join(found)}"
-            if found
-            else f"; {folder} has no .pt files"
-            if found is not None
-            else f"; there is no folder {folder}"
-        )
-        raise ValueError(f"no checkpoint file {path}{hint}")
-    if os.path.getsize(path) == 0:
-        raise ValueError(f"{path} is empty (0 bytes): not a checkpoint; was it still being written?")
-    try:
-        models, cfg, _ = checkpoint_utils.load_model_ensemble_and_task([path])
-    except (EOFError, RuntimeError, OSError, ValueError) as error:
-        raise ValueError(
-            f"{path} cannot be read as a fairseq checkpoint (truncated, or not a checkpoint): "
-            f"{type(error).__name__}: {error}"
-        ) from None
-    return models[0], cfg.model._name
+def load_checkpoint(path: str, data=None):
+    """(model, arch) of a checkpoint file, its dictionaries read from ``data`` (the checkpoint's own if None)."""
+    state = read_training_checkpoint(path, data)
+    model, _cfg, _task = load_model(path, state, data_directory(state["cfg"], data))
+    return model, task_and_arch(state["cfg"])[1]
 
 
-def build_model(fairseq_args):
+def build_model(fairseq_args, data=None):
+    """(model, arch) of a checkpoint file, or of fairseq-train arguments (a fresh model)."""
     from fairseq import options, tasks
 
     if len(fairseq_args) == 1 and (fairseq_args[0].endswith(".pt") or os.path.isfile(fairseq_args[0])):
-        return load_checkpoint(fairseq_args[0])
+        return load_checkpoint(fairseq_args[0], data)
+    if data:
+        raise RefusedInput(
+            "--data applies to a checkpoint; with fairseq-train arguments the data directory comes first"
+        )
     parser = options.get_training_parser()
     args = options.parse_args_and_arch(parser, input_args=fairseq_args)
-    return tasks.setup_task(args).build_model(args), args.arch
+    try:
+        return tasks.setup_task(args).build_model(args), args.arch
+    except (ValueError, FileNotFoundError) as error:  # e.g. a --phm-n that does not divide the sizes
+        raise RefusedInput(str(error)) from None
 
 
 def format_table(arch, counts) -> str:
@@ -68,31 +63,42 @@ def format_table(arch, counts) -> str:
     return "\n".join(lines)
 
 
-def main(argv=None):
+def main(argv=None) -> int:
     parser = argparse.ArgumentParser(
         prog="phm-params",
         description=__doc__,
+        allow_abbrev=False,  # what it does not know goes to fairseq whole
         formatter_class=argparse.RawDescriptionHelpFormatter,
-        usage="phm-params [--json] (CHECKPOINT.pt | DATA --task TASK --arch ARCH [fairseq-train options])",
+        usage="phm-params [--json] [--module NAME] (CHECKPOINT.pt [--data DIR] | DATA --task TASK --arch ARCH "
+        "[fairseq-train options])",
     )
     parser.add_argument("--json", action="store_true", help="print the counts as JSON")
     parser.add_argument("--module", metavar="NAME", help="count only this submodule (dotted name, e.g. encoder.lstm)")
-    ours, fairseq_args = parser.parse_known_args(argv)
-    if not fairseq_args:
-        parser.error("give a checkpoint file, or fairseq-train arguments (data directory, --task, --arch)")
-    try:
-        model, arch = build_model(fairseq_args)
-    except (ValueError, FileNotFoundError) as error:  # e.g. a --phm-n that does not divide the sizes
-        parser.error(str(error))
-    if ours.module:
-        try:
-            model = model.get_submodule(ours.module)
-        except AttributeError:
-            names = ", ".join(name for name, _ in model.named_children())
-            parser.error(f"--module {ours.module}: {arch} has no such submodule (top level: {names})")
-        arch = f"{arch} {ours.module}"
-    counts = count_parameters(model)
-    print(json.dumps({"arch": arch, **counts.as_dict()}) if ours.json else format_table(arch, counts))
+    parser.add_argument(
+        "--data", metavar="DIR", help="a checkpoint's binarized data directory, if it moved since training"
+    )
+
+    def parse(argv):
+        ours, fairseq_args = parser.parse_known_args(argv)
+        if not fairseq_args:
+            parser.error("give a checkpoint file, or fairseq-train arguments (data directory, --task, --arch)")
+        return argparse.Namespace(**vars(ours), fairseq_args=fairseq_args)
+
+    def work(args):
+        model, arch = build_model(args.fairseq_args, args.data)
+        if args.module:
+            try:
+                model = model.get_submodule(args.module)
+            except AttributeError:
+                names = ", ".join(name for name, _ in model.named_children())
+                raise RefusedInput(
+                    f"--module {args.module}: {arch} has no such submodule (top level: {names})"
+                ) from None
+            arch = f"{arch} {args.module}"
+        counts = count_parameters(model)
+        print(json.dumps({"arch": arch, **counts.as_dict()}) if args.json else format_table(arch, counts))
+
+    return command.main(parser.prog, parse, work, argv)
 
 
 if __name__ == "__main__":
