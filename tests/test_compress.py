@@ -585,7 +585,9 @@ def test_the_model_flags_are_the_models_declarations():
     from phm_fairseq.models import linear_args
 
     declared = {**linear_args.LINEAR_FLAGS, **linear_args.TRANSFORMER_FLAGS}
-    assert set(declared) - set(compress_cli.HONOURED) == {"--linear-kind", "--phm-shared-rule"}
+    training = {"--rule-lr-scale", "--factor-lr-scale", "--no-rule-decay", "--no-factor-decay", "--log-parameter-stats"}
+    refused = {"--linear-kind", "--phm-shared-rule", "--phydi", *training}  # fairseq-train's, when fine-tuning
+    assert set(declared) - set(compress_cli.HONOURED) == refused
     actions = {option: action for action in compress_cli.build_parser()._actions for option in action.option_strings}
     for flag in compress_cli.HONOURED:
         action, declaration = actions[flag], declared[flag]
