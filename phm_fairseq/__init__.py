@@ -2,9 +2,10 @@
 
 ``fairseq-train --user-dir phm_fairseq`` (or ``import phm_fairseq``) registers the plugin's
 models, tasks and criterions with fairseq and allows fairseq's checkpoints in torch's safe loading
-(``checkpoints.py``); it changes nothing else in the process. The layers in ``phm_fairseq.modules``
-are plain PyTorch: importing them imports neither fairseq nor the plugin's models, and works
-without fairseq installed.
+(``checkpoints.py``); it changes nothing else in the process. Imported before fairseq, it registers
+when fairseq is imported (a finder in sys.meta_path waits for it). The layers in
+``phm_fairseq.modules`` are plain PyTorch: importing them imports neither fairseq nor the plugin's
+models, and works without fairseq installed.
 """
 
 import importlib.abc
