@@ -3,8 +3,10 @@ same data and dims: training words/s, generation sentences/s, peak training memo
 
     python -m benchmarks.bench_translation                 # Multi30k en-de, the paper's IWSLT size
     python -m benchmarks.bench_translation --device cuda   # the same on a GPU
+    python -m benchmarks.bench_translation --device cuda --size base --models "dense twin" "PHM n=4"
 
-Writes benchmarks/results/translation_<device>.{json,md,png}. Targets: training words/s >= 0.95x
+Writes benchmarks/results/translation_<device>.{json,md,png} (translation_<device>_<size> at another
+size than iwslt; --out: another folder), the report rewritten after every model. Targets: training words/s >= 0.95x
 the dense twin (the paper's Table 3 has 0.96x at n=4), generation sentences/s >= 1.0x.
 Training times the same batches for every model, in alternating rounds; generation decodes
 the same test sentences with beam 5 and every output forced to the same length (min = max),
@@ -13,6 +15,7 @@ so that each model does the same work whatever its weights.
 
 import argparse
 import io
+from pathlib import Path
 
 import torch
 
@@ -166,7 +169,7 @@ def plot(rows, path):
     fig, ax = plt.subplots(figsize=(9, 4))
     width = 0.8 / len(keys)
     for i, (key, label) in enumerate(keys):
-        ax.bar([x + (i - 1.5) * width for x in range(len(rows))], [r[key] for r in rows], width, label=label)
+        ax.bar([x + (i - 1.5) * width for x in range(len(rows))], [r[key] or 0 for r in rows], width, label=label)
     ax.axhline(1.0, color="black", lw=0.8)
     ax.axhline(TRAIN_TARGET, color="C0", ls="--", lw=0.8)
     ax.set_xticks(range(len(rows)), names, rotation=15)
@@ -186,6 +189,16 @@ def main():
     parser.add_argument("--rounds", type=int, default=7, help="alternating timing rounds")
     parser.add_argument("--sentences", type=int, default=256, help="test sentences decoded per round")
     parser.add_argument("--length", type=int, default=25, help="forced output length when decoding")
+    parser.add_argument(
+        "--models",
+        nargs="+",
+        default=list(MODELS),
+        choices=list(MODELS),
+        help="the dense twin and these (default: all)",
+    )
+    parser.add_argument("--min-run-time", type=float, default=0.2, help="seconds of calls per side and round")
+    parser.add_argument("--no-memory", action="store_true", help="leave out peak memory (on CPU: a process each)")
+    parser.add_argument("--out", type=Path, default=RESULTS, help="the reports' folder (default: %(default)s)")
     parser.add_argument("--_peak-rss", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args._peak_rss:
@@ -193,7 +206,8 @@ def main():
     prepare_multi30k(args.data)
 
     default_threads()
-    built = {name: build(name, args, args.device) for name in MODELS}
+    names = ["dense twin", *(name for name in MODELS if name in args.models and name != "dense twin")]
+    built = {name: build(name, args, args.device) for name in names}
     dense_model, _, task, cfg = built["dense twin"]
     train_samples = batches(task, "train", args.train_batches, args.device, max_tokens=cfg.max_tokens)
     test_samples = batches(task, "test", -(-args.sentences // 64), args.device, max_sentences=64)
@@ -209,21 +223,24 @@ def main():
     tokens_per_step = sum(s["ntokens"] for s in train_samples) / len(train_samples)
     sentences = sum(len(s["id"]) for s in test_samples)
     dense_checkpoint = checkpoint_mib(dense_model)
-    dense_memory = peak_memory_mib("dense twin", args)
+    dense_memory = None if args.no_memory else peak_memory_mib("dense twin", args)
     from phm_fairseq.modules import count_parameters
 
+    env = environment(args.device)
+    name = f"translation_{args.device}" + ("" if args.size == "iwslt" else f"_{args.size}")
+    timing = dict(rounds=args.rounds, min_run_time=args.min_run_time)
     rows = []
-    for name, (model, _criterion, _task, _cfg) in built.items():
+    for model_name, (model, _criterion, _task, _cfg) in built.items():
         model.train()
-        step_s, dense_step_s, train_ratio, _ = timed_ratio(step_of(name), dense_step, args.rounds)
+        step_s, dense_step_s, train_ratio, _ = timed_ratio(step_of(model_name), dense_step, **timing)
         model.eval()
         gen_s, dense_gen_s, gen_ratio, _ = timed_ratio(
-            generation(model, task, test_samples, args.length), dense_generate, args.rounds
+            generation(model, task, test_samples, args.length), dense_generate, **timing
         )
         counts = count_parameters(model)
-        memory = peak_memory_mib(name, args)
+        memory = None if args.no_memory else peak_memory_mib(model_name, args)
         row = {
-            "model": name,
+            "model": model_name,
             "params_no_emb": counts.without_embeddings,
             "train_wps": tokens_per_step / step_s,
             "dense_train_wps": tokens_per_step / dense_step_s,
@@ -232,49 +249,60 @@ def main():
             "dense_generate_sps": sentences / dense_gen_s,
             "generate_ratio": 1 / gen_ratio,
             "peak_train_mib": memory,
-            "memory_ratio": memory / dense_memory,
+            "memory_ratio": None if memory is None else memory / dense_memory,
             "checkpoint_mib": checkpoint_mib(model),
             "checkpoint_ratio": checkpoint_mib(model) / dense_checkpoint,
         }
-        row["meets_targets"] = name == "dense twin" or (
+        row["meets_targets"] = model_name == "dense twin" or (
             row["train_ratio"] >= TRAIN_TARGET and row["generate_ratio"] >= GENERATE_TARGET
         )
         rows.append(row)
+        memory_text = "" if memory is None else f"  memory {row['memory_ratio']:.3f}x"
         print(
-            f"{name:<26} train {row['train_ratio']:.3f}x  generate {row['generate_ratio']:.3f}x  "
-            f"memory {row['memory_ratio']:.3f}x  checkpoint {row['checkpoint_ratio']:.3f}x",
+            f"{model_name:<26} train {row['train_ratio']:.3f}x  generate {row['generate_ratio']:.3f}x"
+            f"{memory_text}  checkpoint {row['checkpoint_ratio']:.3f}x",
             flush=True,
         )
+        title = f"Translation models against the dense twin ({args.device}, {args.size} size)"
+        notes = report_notes(args, train_samples, tokens_per_step, sentences)
+        report = write_report(name, title, env, COLUMNS, rows, notes, directory=args.out)
+    plot(rows, args.out / f"{name}.png")
+    print(f"wrote {report} (+ .json, .png)")
 
-    env = environment(args.device)
-    columns = [
-        ("model", "model"),
-        ("params_no_emb", "params w/o emb."),
-        ("train_wps", "train words/s"),
-        ("train_ratio", "vs dense"),
-        ("generate_sps", "generate sent./s"),
-        ("generate_ratio", "vs dense"),
-        ("peak_train_mib", "peak train MiB"),
-        ("memory_ratio", "vs dense"),
-        ("checkpoint_mib", "checkpoint MiB"),
-        ("checkpoint_ratio", "vs dense"),
-        ("meets_targets", "meets targets"),
-    ]
-    notes = (
+
+COLUMNS = [
+    ("model", "model"),
+    ("params_no_emb", "params w/o emb."),
+    ("train_wps", "train words/s"),
+    ("train_ratio", "vs dense"),
+    ("generate_sps", "generate sent./s"),
+    ("generate_ratio", "vs dense"),
+    ("peak_train_mib", "peak train MiB"),
+    ("memory_ratio", "vs dense"),
+    ("checkpoint_mib", "checkpoint MiB"),
+    ("checkpoint_ratio", "vs dense"),
+    ("meets_targets", "meets targets"),
+]
+
+
+def report_notes(args, train_samples, tokens_per_step, sentences) -> str:
+    memory = (
+        "not measured (--no-memory)."
+        if args.no_memory
+        else "one training step with Adam, torch.cuda.max_memory_allocated."
+        if args.device == "cuda"
+        else "one training step with Adam, VmHWM in a fresh process."
+    )
+    return (
         f"Data {args.data} (Multi30k en-de, joint BPE), architecture size '{args.size}', "
         f"max-tokens {args.max_tokens}, shared embeddings. Training: Adam steps over the same "
         f"{len(train_samples)} batches ({tokens_per_step:.0f} target tokens each), medians over "
-        f"{args.rounds} rounds alternating with the dense twin. Generation: beam 5 over {sentences} "
-        f"test sentences, outputs forced to {args.length} tokens, eval mode (PHM weights cached). "
-        f"Peak memory: one training step with Adam, "
-        + ("torch.cuda.max_memory_allocated." if args.device == "cuda" else "VmHWM in a fresh process.")
-        + " Checkpoint: the model's state_dict. "
-        + f"Targets: training >= {TRAIN_TARGET}x, generation >= {GENERATE_TARGET}x."
+        f"{args.rounds} rounds alternating with the dense twin (>= {args.min_run_time} s of calls a side"
+        + (", CUDA synchronised around each block" if args.device == "cuda" else "")
+        + f"). Generation: beam 5 over {sentences} test sentences, outputs forced to {args.length} tokens, "
+        f"eval mode (PHM weights cached). Peak memory: {memory} Checkpoint: the model's state_dict. "
+        f"Targets: training >= {TRAIN_TARGET}x, generation >= {GENERATE_TARGET}x."
     )
-    name = f"translation_{args.device}"
-    report = write_report(name, f"Translation models against the dense twin ({args.device})", env, columns, rows, notes)
-    plot(rows, RESULTS / f"{name}.png")
-    print(f"wrote {report} (+ .json, .png)")
 
 
 if __name__ == "__main__":
