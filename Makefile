@@ -4,7 +4,7 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 
-.PHONY: demo results converged converged-report test lint bench bench-lstm install clean
+.PHONY: demo results converged converged-report test lint bench bench-lstm gpu-wheels gpu-dry-run install clean
 
 # Multi30k en-de (bundled): prepare, train PHM-Transformer n=4 and its dense twin, translate
 # the test set (beam 5, lenpen 0.6), score with sacrebleu, then the table and plots.
@@ -49,6 +49,14 @@ bench: install
 
 bench-lstm: install
 	$(PY) -m benchmarks.bench_lstm
+
+# The GPU run (docs/gpu.md): the wheels that a GPU machine without network lacks (scripts/gpu/wheels,
+# git-ignored), and the run's CPU dry run, every part at tiny sizes (report in work/gpu-dry-run/out)
+gpu-wheels: install
+	scripts/gpu/wheels.sh
+
+gpu-dry-run: install
+	OUT=work/gpu-dry-run/out scripts/gpu/run.sh --cpu-dry-run
 
 install: $(VENV)/.installed
 

@@ -1,0 +1,191 @@
+"""The GPU run (scripts/gpu) without a GPU: its CPU dry run end to end, the pieces a GPU machine relies on
+(the wheel list, an offline install, time caps), and the bfloat16 launcher."""
+
+import importlib.util
+import json
+import os
+import re
+import subprocess
+import sys
+import tarfile
+import time
+import zipfile
+from pathlib import Path
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+REPO = Path(__file__).resolve().parent.parent
+GPU = REPO / "scripts" / "gpu"
+
+
+def load_driver():
+    spec = importlib.util.spec_from_file_location("gpu_run", GPU / "run.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def driver():
+    return load_driver()
+
+
+@pytest.mark.slow
+def test_the_cpu_dry_run_runs_every_part_and_reports_it(tmp_path):
+    out, work = tmp_path / "out", tmp_path / "work"
+    env = {**os.environ, "OUT": str(out), "PHM_GPU_WORK": str(work), "OMP_NUM_THREADS": "1"}
+    result = subprocess.run(
+        ["bash", str(GPU / "run.sh"), "--cpu-dry-run"], env=env, capture_output=True, text=True, timeout=900
+    )
+    report = json.loads((out / "report.json").read_text())
+    statuses = {name: part["status"] for name, part in report["parts"].items()}
+    assert result.returncode == 0 and set(statuses.values()) == {"ok"}, (statuses, (out / "report.md").read_text())
+    files = {"report.json", "report.md", "setup.log", "cuda_tests.log", "training.log", "benchmarks.log"}
+    assert {p.name for p in out.iterdir()} == files | {"quality.log", "artifacts.tar"}  # at most 8
+
+    parts = report["parts"]
+    assert parts["install"]["missing_here"] == [] and parts["install"]["versions"]["fairseq"] == "0.12.3"
+    assert parts["cuda_tests"]["passed"] > 50 and parts["cuda_tests"]["skipped"] == 0
+
+    training = parts["training"]
+    runs = {(r["model"], r["precision"]): r for r in training["runs"]}
+    assert len(runs) == 15  # 3 models x 5 precisions
+    for (_model, precision), run in runs.items():
+        if precision == "fp16":  # FP16Optimizer needs CUDA
+            assert run["status"] == "skipped" and "CUDA" in run["error"]
+        else:
+            assert run["status"] == "ok" and run["finite"] and run["last_loss"] < run["first_loss"], run
+            assert run["speed_vs_dense"] is not None
+    assert [g["status"] for g in training["generation"]] == ["ok"] * 3
+    assert all(g["sentences"] == 50 for g in training["generation"])  # every test sentence of the slice
+    assert training["fairseq_bf16"]["fails"], "fairseq 0.12's --bf16 needs a TPU"
+
+    benchmarks = parts["benchmarks"]["reports"]
+    assert set(benchmarks) == {"linear_cpu_float32", "linear_cpu_bfloat16", "translation_cpu_demo"}
+    assert all(report["rows"] for report in benchmarks.values())
+    (run,) = parts["quality"]["runs"]
+    assert run["status"] == "done" and run["bleu"] is not None and run["averaged_epochs"] == 2
+
+    with tarfile.open(out / "artifacts.tar") as tar:
+        names = set(tar.getnames())
+    assert "benchmarks/results/gpu/linear_cpu_bfloat16.md" in names
+    assert "results/runs/gpu/multi30k_iwslt/phm_n4/seed1/result.json" in names
+    markdown = (out / "report.md").read_text()
+    assert all(f"| {name} | ok |" in markdown for name in report["parts"])
+
+
+def running(pid: int) -> bool:
+    """Whether process ``pid`` runs (a zombie, ended but not yet reaped by its new parent, does not)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except FileNotFoundError:
+        return False
+    return state != "Z"
+
+
+def test_a_part_past_its_cap_is_stopped_with_what_it_started_and_the_next_part_runs(driver, tmp_path):
+    run = driver.Run(driver.DRY_RUN, sys.executable, tmp_path, tmp_path / "work", tmp_path, time.time(),
+                     driver.PARTS, "test")  # fmt: skip
+    pid_file = tmp_path / "pid"
+
+    def overrunning(deadline):
+        # a shell whose child would outlive it: stopping the part stops the whole process group
+        script = f"sleep 60 & echo $! > {pid_file}; wait"
+        run.run(["bash", "-c", script], tmp_path / "x.log", deadline)
+
+    assert not run.part("training", 6, overrunning)
+    assert run.report.data["parts"]["training"]["status"] == "timed out"
+    assert not running(int(pid_file.read_text()))
+
+    assert not run.part("benchmarks", 10, lambda deadline: 1 / 0)
+    assert run.part("quality", 10, lambda deadline: {"runs": []})
+    parts = json.loads((tmp_path / "report.json").read_text())["parts"]
+    assert parts["benchmarks"]["status"] == "failed" and "ZeroDivisionError" in parts["benchmarks"]["error"]
+    assert parts["quality"]["status"] == "ok"
+
+
+def fake_wheel(folder: Path, name: str, version: str) -> Path:
+    """A pure-Python wheel of a module ``name`` with a console script, as pip installs it."""
+    path = folder / f"{name}-{version}-py3-none-any.whl"
+    info = f"{name}-{version}.dist-info"
+    files = {
+        f"{name}/__init__.py": "def main():\n    print('probe')\n",
+        f"{info}/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n",
+        f"{info}/WHEEL": "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+        f"{info}/entry_points.txt": f"[console_scripts]\n{name.replace('_', '-')} = {name}:main\n",
+    }
+    record = "".join(f"{file},,\n" for file in [*files, f"{info}/RECORD"])
+    with zipfile.ZipFile(path, "w") as wheel:
+        for file, text in {**files, f"{info}/RECORD": record}.items():
+            wheel.writestr(file, text)
+    return path
+
+
+def test_missing_wheels_install_offline_into_the_site_folder_once(driver, tmp_path):
+    wheels = tmp_path / "wheels"
+    wheels.mkdir()
+    fake_wheel(wheels, "phm_gpu_probe", "1.0")
+    run = driver.Run(driver.GPU, sys.executable, tmp_path, tmp_path / "work", wheels, time.time(),
+                     driver.PARTS, "test")  # fmt: skip
+    entry = {"requirement": "phm-gpu-probe==1.0", "name": "phm-gpu-probe", "version": "1.0", "module": "phm_gpu_probe"}
+    assert run.install_wheels([entry], time.time() + 120) == ["phm_gpu_probe-1.0-py3-none-any.whl"]
+    site = tmp_path / "work" / "site"
+    probe = subprocess.run([site / "bin" / "phm-gpu-probe"], env=run.env, capture_output=True, text=True)
+    assert probe.stdout == "probe\n", probe.stderr
+
+    (site / "phm_gpu_probe" / "__init__.py").write_text("")  # a second install would overwrite this
+    run.install_wheels([entry], time.time() + 120)
+    assert (site / "phm_gpu_probe" / "__init__.py").read_text() == ""
+
+    missing = {**entry, "requirement": "phm-gpu-probe==2.0", "version": "2.0"}
+    with pytest.raises(RuntimeError, match="has no wheel of it .*run scripts/gpu/wheels.sh"):
+        run.install_wheels([missing], time.time() + 120)
+
+
+def test_the_wheel_list_pins_the_tested_versions_and_names_modules_that_import_here(driver):
+    def normal(name):
+        return re.sub(r"[-_.]+", "-", name).lower()
+
+    pinned = {}
+    for line in (REPO / "constraints.txt").read_text().splitlines():
+        if "==" in line and not line.startswith("#"):
+            name, version = line.split("==")
+            pinned[normal(name)] = version.strip()
+    entries = driver.read_wheel_list()
+    assert {"fairseq", "hydra", "omegaconf", "bitarray", "sklearn", "pydantic", "sacremoses"} <= {
+        e["module"] for e in entries
+    }
+    for entry in entries:
+        assert entry["how"] in ("binary", "build")
+        assert pinned.get(normal(entry["name"]), entry["version"]) == entry["version"], entry
+        assert importlib.util.find_spec(entry["module"]) is not None, entry
+
+
+def test_the_bfloat16_launcher_autocasts_fairseqs_amp_to_bfloat16_and_restores_it():
+    from phm_fairseq.train_bf16 import bfloat16_amp
+
+    x, w = torch.randn(3, 8), torch.randn(4, 8)
+    autocast = torch.cuda.amp.autocast
+    with bfloat16_amp():
+        with torch.cuda.amp.autocast(enabled=True):  # as fairseq's training step asks for it
+            assert F.linear(x, w).dtype == torch.bfloat16
+        with torch.cuda.amp.autocast(enabled=False):
+            assert F.linear(x, w).dtype == torch.float32
+    assert torch.cuda.amp.autocast is autocast
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["DATA", "--arch", "phm_transformer_demo"], "add --amp"),
+        (["DATA", "--amp", "--fp16"], "--fp16 cannot go with --amp in bfloat16"),
+        (["DATA", "--amp", "--bf16", "--memory-efficient-fp16"], "leave them out"),
+    ],
+)
+def test_the_bfloat16_launcher_refuses_a_command_line_it_would_not_train_in_bfloat16(argv, message):
+    from phm_fairseq.train_bf16 import check_arguments
+
+    with pytest.raises(SystemExit, match=message):
+        check_arguments(argv)
