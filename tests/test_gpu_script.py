@@ -107,6 +107,40 @@ def test_a_part_past_its_cap_is_stopped_with_what_it_started_and_the_next_part_r
     assert parts["quality"]["status"] == "ok"
 
 
+FAKE_PHM_RUN = """
+import json, pathlib, sys
+config = pathlib.Path(sys.argv[1])
+name = config.relative_to(config.parents[2] / "gpu").with_suffix("")
+run = pathlib.Path(sys.argv[3]) / "gpu" / name / "seed1"
+(run / "checkpoints").mkdir(parents=True, exist_ok=True)
+average = json.loads(config.read_text()).get("evaluate", {}).get("average_last")
+if average is None:  # the recipe's 5: the time cap left 3 epochs
+    for epoch in (1, 2, 3):
+        (run / "checkpoints" / f"checkpoint{epoch}.pt").write_text("")
+    sys.exit(f"phm-run: error: {config}: evaluate.average_last: averaging the last 5 epoch checkpoints: 3 there")
+scores = {"score": 30.0, "chrf": 55.0}
+(run / "result.json").write_text(json.dumps({
+    "arch": "phm_transformer_iwslt", "parameters": {"total": 9, "without_embeddings": 4},
+    "training": {"last_epoch": 3}, "evaluation": scores,
+    "averaged_evaluation": {**scores, "averaged": ["checkpoint%d.pt" % e for e in range(4 - average, 4)]},
+}))
+"""
+
+
+def test_a_quality_run_stopped_before_its_last_5_epochs_is_averaged_over_those_there_are(driver, tmp_path, monkeypatch):
+    monkeypatch.setattr(driver, "quality_command", lambda python, config, runs: [python, "-c", FAKE_PHM_RUN, config,
+                                                                                "--runs-dir", runs])  # fmt: skip
+    mode = driver.dataclasses.replace(driver.GPU, quality_configs=("multi30k_iwslt/phm_n4",))
+    run = driver.Run(mode, sys.executable, tmp_path, tmp_path / "work", tmp_path, time.time(), driver.PARTS, "test")
+    assert run.part("quality", 300, run.quality)
+    (row,) = json.loads((tmp_path / "report.json").read_text())["parts"]["quality"]["runs"]
+    assert row["status"] == "done" and row["bleu"] == 30.0 and row["averaged_epochs"] == 3
+    config = json.loads((tmp_path / "work" / "configs" / "gpu" / "multi30k_iwslt" / "phm_n4.yaml").read_text())
+    assert config["evaluate"] == {"average_last": 3} and config["train"]["stop-time-hours"] > 0
+    with tarfile.open(tmp_path / "artifacts.tar") as tar:
+        assert tar.getnames() == ["results/runs/gpu/multi30k_iwslt/phm_n4/seed1/result.json"]
+
+
 def fake_wheel(folder: Path, name: str, version: str) -> Path:
     """A pure-Python wheel of a module ``name`` with a console script, as pip installs it."""
     path = folder / f"{name}-{version}-py3-none-any.whl"

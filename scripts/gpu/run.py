@@ -15,6 +15,7 @@ artifacts.tar (benchmark reports, the quality runs' records and logs, as paths o
 """
 
 import argparse
+import dataclasses
 import datetime
 import importlib.util
 import json
@@ -30,7 +31,6 @@ import tarfile
 import threading
 import time
 import xml.etree.ElementTree as ElementTree
-from dataclasses import dataclass, field
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -39,7 +39,7 @@ PARTS = ("install", "data", "cuda_tests", "training", "benchmarks", "quality")
 LOGS = {"install": "setup.log", "data": "setup.log"}  # the other parts log to <part>.log
 
 
-@dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True)
 class Mode:
     """Sizes and time caps of a run: on the GPU, or the CPU dry run that keeps this script working."""
 
@@ -52,7 +52,7 @@ class Mode:
     bench_translation: list  # argv of each run, without --size
     bench_sizes: tuple
     quality_configs: tuple  # configs/gpu/<folder>/<name>.yaml, run side by side
-    quality_reserve_s: float  # after the time cap: the last validation, averaging, two evaluations
+    quality_reserve_s: float  # after the time cap: phm-run's start, the last validation, averaging, two evaluations
     quality_threads: int
 
 
@@ -72,7 +72,7 @@ GPU = Mode(
         for size in ("multi30k_iwslt", "multi30k_base")
         for name in ("transformer", "phm_n4", "phm_n2", "transformer_equal_params")
     ),
-    quality_reserve_s=75,
+    quality_reserve_s=90,
     quality_threads=2,
 )
 # the dry run's caps only stop a part that hangs: on a loaded machine its parts take several times longer
@@ -113,14 +113,14 @@ class Skipped(Exception):
     pass
 
 
-@dataclass
+@dataclasses.dataclass
 class Report:
     """report.json and report.md in OUT, rewritten (atomically) after every step."""
 
     out: Path
     mode: str
-    data: dict = field(default_factory=dict)
-    lock: threading.Lock = field(default_factory=threading.Lock)
+    data: dict = dataclasses.field(default_factory=dict)
+    lock: threading.Lock = dataclasses.field(default_factory=threading.Lock)
 
     def update(self, part: str = None, **values) -> None:
         with self.lock:
@@ -402,8 +402,8 @@ class Run:
                 codes[name] = process.returncode
                 folder = run_folder(runs_dir, name)
                 # fewer epochs than evaluate.average_last in the time cap: evaluate again with those there are
-                epochs = len(list((folder / "checkpoints").glob("checkpoint[0-9]*.pt")))
-                if process.returncode and "average_last" in log.read_text() and epochs and time.time() < deadline - 30:
+                epochs = sum(bool(re.fullmatch(r"checkpoint\d+\.pt", p.name)) for p in folder.glob("checkpoints/*.pt"))
+                if process.returncode and "average_last" in log.read_text() and epochs and time.time() < deadline - 45:
                     config = self.quality_config(name, training_s, average_last=epochs)
                     pending[name] = (self.start(quality_command(self.python, config, runs_dir), log, env), config, log)
             if time.time() >= deadline:
