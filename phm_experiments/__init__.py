@@ -3,19 +3,22 @@
 A package of its own beside the plugin: it needs the plugin (phm_fairseq), never the other way,
 and the extra `pip install -e .[experiments]` (pyyaml, matplotlib).
 
-- config.py: the config schema, ``extends``, complete checking (``load_config`` -> ``Config``)
-- commands.py: running fairseq's and the configs' commands (output shown and kept in logs);
-  fairseq's own parsers on a config's options
+- config.py: the config schema, ``extends``, checks of a single config (``load_config`` -> ``Config``)
+- checks.py: every config checked before anything runs (fairseq's parsers, the model built)
+- commands.py: running fairseq's and the configs' commands (output shown and kept in logs)
 - logs.py: fairseq's ``--log-format json`` records
 - fingerprint.py: the config values a run's checkpoints were trained with
-- runner.py: one run = prepare -> (teacher, distill, init) -> train -> evaluate -> result.json
+- run_folder.py: a run's folder: the name of each of its files, its lock, what --force removes
+- run.py: one run (config, folder, placeholders, teacher), which every step takes
+- resume.py: what an earlier phm-run left: its record, checkpoints to resume, refuse or repair
+- data.py, training.py, evaluation.py: the steps (prepare; distill, init, fairseq-train; scores)
+- runner.py: the steps in order, teachers first -> result.json
 - fairseq_train.py: fairseq-train with early stopping that survives a resume
 - averaging.py: the average of the last epoch checkpoints
 - provenance.py: versions, machine and commit stored beside every figure
-- cli/: the phm-run and phm-collect commands
 - distill.py: sequence-level distillation data from a teacher run
-- evaluation.py: BLEU (fairseq-generate + sacrebleu) and accuracy (phm-evaluate)
-- results.py: result.json's typed schema, written by phm-run and read by phm-collect
+- results.py: result.json's schema (pydantic), written by phm-run and read by phm-collect
+- cli/: the phm-run and phm-collect commands
 - report/: phm-collect: aggregate.py (the runs' seeds averaged into typed rows), tables.py (Markdown
   and CSV of the rows), plots.py
 """

@@ -9,10 +9,9 @@ so the file holds it once, as the checkpoint does. The rest of the file is the l
 (cfg, extra_state, optimizer_history), less its optimizer state, which no evaluation reads.
 """
 
-import re
 from pathlib import Path
 
-EPOCH_CHECKPOINT = re.compile(r"checkpoint(\d+)\.pt")
+from .run_folder import EPOCH_CHECKPOINT
 
 
 class AveragingError(RuntimeError):

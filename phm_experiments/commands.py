@@ -1,5 +1,4 @@
-"""The commands phm-run runs (fairseq's, the plugin's, a config's own), and fairseq's checks of a
-config's options before anything runs.
+"""The commands phm-run runs (fairseq's, the plugin's, a config's own).
 
 Every command's output is shown as it comes and kept in the run's log file; stdout and stderr
 are read as bytes and split on "\\n" only.
@@ -15,8 +14,8 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
-from .config import ConfigError, fill
-from .fairseq_train import COMMAND, training_arguments
+from .config import fill
+from .fairseq_train import COMMAND
 
 # fairseq prefetches batches in a thread (--data-buffer-size, 10 by default) that can abort the
 # process at exit, after its work ("terminate called without an active exception"; see
@@ -49,10 +48,6 @@ def fairseq_generate_command(data, checkpoint, *arguments) -> list:
         *NO_PREFETCH_THREAD,
         *arguments,
     ]
-
-
-# the data path given to fairseq's parsers when checking: they only parse, they read no data
-PARSE_ONLY_DATA = "DATA"
 
 
 def options(mapping: dict, fields: dict = None) -> list:
@@ -169,74 +164,3 @@ def ends_with_caller(process: subprocess.Popen, grace: float = 30.0):
 def run_shell(command: str, log: Path) -> Finished:
     """A config's own command (prepare, init): a bash command line, so that `a && b` works."""
     return run(["bash", "-c", command], log)
-
-
-def _parse(parser_name: str, args: list, what: str, given: dict) -> str:
-    """Runs fairseq's own parser on ``args``; returns its error message, or None. ``given``: the
-    config's options, to name the closest known option of one that fairseq does not know."""
-    import difflib
-
-    from fairseq import options as fairseq_options
-
-    parser = getattr(fairseq_options, parser_name)()
-    captured = io.StringIO()
-    try:
-        with contextlib.redirect_stderr(captured):
-            fairseq_options.parse_args_and_arch(parser, input_args=args)
-    except SystemExit as exit:
-        if not exit.code:
-            return None
-        lines = [line for line in captured.getvalue().split("\n") if line.strip()]
-        message = lines[-1].split(" error: ", 1)[-1] if lines else str(exit)
-        known = [option[2:] for option in parser._option_string_actions if option.startswith("--")]
-        hints = []
-        for key in given if message.startswith("unrecognized arguments") else ():
-            if key not in known:
-                match = difflib.get_close_matches(key, known, n=1, cutoff=0.75)
-                close = f" (did you mean {match[0]!r}?)" if match else ""
-                hints.append(f"{what}.{key} is not a fairseq option{close}")
-        return f"{what}: fairseq rejects the options: {message}" + "".join(f"; {hint}" for hint in hints)
-    except Exception as error:  # e.g. a value that an option's type refuses deep in fairseq
-        return f"{what}: fairseq rejects the options: {type(error).__name__}: {error}"
-    return None
-
-
-def check_with_fairseq(config, fields: dict, extra_train: list = ()) -> None:
-    """fairseq-train's and fairseq-generate's own parsers on the config's options, with the plugin
-    imported: unknown options, bad values and unknown architectures are found before anything
-    runs. Nothing is built and no data is read (the data may not be prepared yet)."""
-    import phm_fairseq  # noqa: F401  (registers the plugin's models, tasks and criterions)
-
-    problems = []
-    train = training_arguments(fairseq_train_command(PARSE_ONLY_DATA, *extra_train, *options(config.train, fields)))
-    problems.append(_parse("get_training_parser", train, "train", config.train))
-    searches = {"evaluate.generate": config.evaluate.generate if config.evaluate.kind == "bleu" else None}
-    searches["distill"] = config.distill
-    for what, search in searches.items():
-        if search:
-            generate = fairseq_generate_command(PARSE_ONLY_DATA, "checkpoint.pt", *options(search, fields))[
-                1:
-            ]  # its arguments
-            problems.append(_parse("get_generation_parser", generate, what, search))
-    problems = [p for p in problems if p]
-    if problems:
-        raise ConfigError(f"{config.path}:\n" + "\n".join(f"  {problem}" for problem in problems))
-
-
-def check_model(config, fields: dict) -> None:
-    """Builds the config's model as fairseq-train does (its task set up on the prepared data's
-    dictionaries; no training data is read): sizes that the model refuses, e.g. a --phm-n that does
-    not divide a layer's dimensions, are found before anything runs, not after hours of other runs."""
-    from fairseq import options as fairseq_options
-    from fairseq import tasks
-
-    import phm_fairseq  # noqa: F401  (registers the plugin's models, tasks and criterions)
-
-    args = training_arguments(fairseq_train_command(config.data, *options(config.train, fields)))
-    parsed = fairseq_options.parse_args_and_arch(fairseq_options.get_training_parser(), input_args=args)
-    try:
-        tasks.setup_task(parsed).build_model(parsed)
-    except Exception as error:  # the model's own refusal, whatever its type: shown as it is
-        raise ConfigError(
-            f"{config.path}:\n  train: fairseq cannot build the model {config.arch}: {type(error).__name__}: {error}"
-        ) from None

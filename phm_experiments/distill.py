@@ -9,7 +9,6 @@ dictionaries; valid and test are the original data's. The folder appears only co
 (it is built beside and renamed at the end), with ``distill.json`` naming its commands.
 """
 
-import dataclasses
 import hashlib
 import json
 import shlex
@@ -19,6 +18,7 @@ from pathlib import Path
 from . import commands
 from .commands import options
 from .results import Distillation
+from .run_folder import RunFolder
 
 # taken from the teacher's evaluate.generate unless the student's `distill` gives them
 SEARCH_OPTIONS = ("beam", "lenpen", "batch-size", "max-tokens", "source-lang", "target-lang")
@@ -60,11 +60,12 @@ def distilled_data(student, teacher, teacher_run: Path, teacher_fingerprint: str
 
     search = search_options(student, teacher)
     key = hashlib.sha256(json.dumps({"teacher": teacher_fingerprint, "search": search}, sort_keys=True).encode())
-    folder = teacher_run / "distill" / key.hexdigest()[:12]
+    teacher_folder = RunFolder(teacher_run)
+    folder = teacher_folder.distill / key.hexdigest()[:12]
     record = folder / "distill.json"
     if record.is_file():
         print(f"== distilled data of {teacher.path.name} (seed {teacher.seed}): {folder}", flush=True)
-        return folder, Distillation(**json.loads(record.read_text(encoding="utf-8")))
+        return folder, Distillation.model_validate_json(record.read_text(encoding="utf-8"))
 
     source, target = language_pair(teacher)
     data = Path(teacher.data)
@@ -81,7 +82,7 @@ def distilled_data(student, teacher, teacher_run: Path, teacher_fingerprint: str
     )
     generate = commands.fairseq_generate_command(
         data,
-        teacher_run / "checkpoints" / "checkpoint_best.pt",
+        teacher_folder.best,
         "--gen-subset",
         "train",
         "--required-batch-size-multiple",
@@ -136,7 +137,7 @@ def distilled_data(student, teacher, teacher_run: Path, teacher_fingerprint: str
         preprocess_command=shlex.join(preprocess),
         examples=examples,
     )
-    (work / "distill.json").write_text(json.dumps(dataclasses.asdict(distillation), indent=2) + "\n", encoding="utf-8")
+    (work / "distill.json").write_text(json.dumps(distillation.model_dump(), indent=2) + "\n", encoding="utf-8")
     if folder.exists():
         shutil.rmtree(folder)
     work.rename(folder)

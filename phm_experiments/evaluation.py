@@ -1,20 +1,82 @@
-"""Scoring a trained checkpoint: BLEU (fairseq-generate, then sacrebleu on the detokenized
-output) or accuracy (phm-evaluate). Every example is scored, or the evaluation fails."""
+"""The evaluation step: a run's trained checkpoints scored, by BLEU (fairseq-generate, then sacrebleu
+on the detokenized output) or accuracy (phm-evaluate). Every example is scored, or the evaluation fails."""
 
+import dataclasses
 import json
 import shlex
 from pathlib import Path
+from typing import Optional
 
 from phm_fairseq.tasks.classification import read_lines  # the plugin's reader of text lines (split on \n only)
 
-from . import commands
+from . import averaging, commands
 from .commands import options
-from .config import fill
 from .results import Evaluation
+from .resume import saved_updates
+from .run_folder import RunError
 
 
 class EvaluationFailed(RuntimeError):
     pass
+
+
+@dataclasses.dataclass
+class Evaluated:
+    """The evaluation step's part of result.json (its fields, by their names there)."""
+
+    evaluation: Evaluation  # of checkpoint_best.pt
+    epoch_evaluations: list[Evaluation]  # one per evaluate.epochs entry
+    averaged_evaluation: Optional[Evaluation]  # evaluate.average_last
+
+    def summary(self) -> str:
+        """The scores, as the run's last line says them."""
+        scores = [f"after epoch {e.epoch}: {e.score}" for e in self.epoch_evaluations]
+        if self.averaged_evaluation:
+            count = len(self.averaged_evaluation.averaged)
+            scores.append(f"the last {count} epochs averaged: {self.averaged_evaluation.score}")
+        best = self.evaluation
+        return f"{best.metric} {best.score}" + (f" ({', '.join(scores)})" if scores else "")
+
+
+def evaluate(run, init) -> Evaluated:
+    """checkpoint_best.pt scored, each of evaluate.epochs' end-of-epoch checkpoints (epoch 0: the ``init``
+    checkpoint, e.g. a compressed model before fine-tuning), and the average of the last evaluate.average_last."""
+    run.say("evaluating")
+    folder = run.folder
+    best = score(run, folder.best, folder.hypotheses())
+    epochs = []
+    for epoch in run.config.evaluate.epochs:
+        checkpoint = Path(init.checkpoint) if epoch == 0 else folder.epoch(epoch)
+        if not checkpoint.is_file():
+            saved = sorted(p.name for p in folder.checkpoints.glob("checkpoint[0-9]*.pt"))
+            raise RunError(
+                f"{run.config.path}: evaluate.epochs asks for epoch {epoch}, but the training saved no "
+                f"{checkpoint} (its epoch checkpoints: {', '.join(saved) or 'none'})"
+            )
+        scored = score(run, checkpoint, folder.hypotheses(epoch=epoch))
+        epochs.append(scored.model_copy(update={"epoch": epoch, "updates": saved_updates(checkpoint)}))
+    count = run.config.evaluate.average_last
+    return Evaluated(best, epochs, evaluate_average(run, count) if count else None)
+
+
+def evaluate_average(run, count: int) -> Evaluation:
+    """The average of the last ``count`` epoch checkpoints (checkpoint_avg_lastK.pt), scored."""
+    folder = run.folder
+    try:
+        sources = averaging.last_epoch_checkpoints(folder.checkpoints, count)
+    except averaging.AveragingError as error:
+        raise RunError(f"{run.config.path}: evaluate.average_last: {error}") from None
+    average = averaging.average_checkpoints(sources, folder.average(count))
+    run.say(f"averaged {', '.join(p.name for p in sources)} -> {average}")
+    scored = score(run, average, folder.hypotheses(average=count))
+    return scored.model_copy(update={"averaged": [str(p) for p in sources]})
+
+
+def score(run, checkpoint: Path, hypotheses: Path) -> Evaluation:
+    """``checkpoint`` scored by the config's evaluate.kind; its translations (bleu) go to ``hypotheses``."""
+    if not checkpoint.is_file():
+        raise EvaluationFailed(f"no checkpoint {checkpoint} to evaluate")
+    return SCORERS[run.config.evaluate.kind](run, checkpoint, hypotheses)
 
 
 def generated(stdout: str) -> dict:
@@ -44,19 +106,19 @@ def generation_speed(output: str) -> tuple:
     return None, None
 
 
-def bleu(config, fields: dict, run_dir: Path, checkpoint: Path, hypotheses_file: Path) -> Evaluation:
+def bleu(run, checkpoint: Path, hypotheses_file: Path) -> Evaluation:
     import sacrebleu
 
-    spec = config.evaluate
-    command = commands.fairseq_generate_command(fields["data"], checkpoint, *options(spec.generate, fields))
-    finished = commands.run(command, run_dir / "evaluate.log")
+    spec = run.config.evaluate
+    command = commands.fairseq_generate_command(run.config.data, checkpoint, *options(spec.generate, run.fields))
+    finished = commands.run(command, run.folder.log("evaluate"))
     hypotheses = generated(finished.stdout)
-    reference_path = Path(fill(spec.reference, fields))
+    reference_path = Path(run.fill(spec.reference))
     references = read_lines(reference_path)
     if sorted(hypotheses) != list(range(len(references))):
         raise EvaluationFailed(
             f"fairseq-generate translated {len(hypotheses)} sentences, but {reference_path} has "
-            f"{len(references)} references: every sentence must be scored (see {run_dir}/evaluate.log)"
+            f"{len(references)} references: every sentence must be scored (see {run.folder.log('evaluate')})"
         )
     ordered = [hypotheses[i] for i in range(len(references))]
     hypotheses_file.write_text("".join(line + "\n" for line in ordered), encoding="utf-8")
@@ -77,17 +139,10 @@ def bleu(config, fields: dict, run_dir: Path, checkpoint: Path, hypotheses_file:
     )
 
 
-def accuracy(config, fields: dict, run_dir: Path, checkpoint: Path, hypotheses_file: Path = None) -> Evaluation:
-    command = [
-        "phm-evaluate",
-        fields["data"],
-        "--path",
-        str(checkpoint),
-        "--subset",
-        fill(config.evaluate.subset, fields),
-        "--json",
-    ]
-    finished = commands.run(command, run_dir / "evaluate.log")
+def accuracy(run, checkpoint: Path, hypotheses_file: Path = None) -> Evaluation:
+    subset = run.fill(run.config.evaluate.subset)
+    command = ["phm-evaluate", run.config.data, "--path", str(checkpoint), "--subset", subset, "--json"]
+    finished = commands.run(command, run.folder.log("evaluate"))
     report = json.loads(finished.stdout.rstrip("\n").split("\n")[-1])
     return Evaluation(
         command=shlex.join(command),
@@ -102,15 +157,4 @@ def accuracy(config, fields: dict, run_dir: Path, checkpoint: Path, hypotheses_f
     )
 
 
-EVALUATORS = {"bleu": bleu, "accuracy": accuracy}
-
-
-def evaluate(config, fields: dict, run_dir: Path, checkpoint: Path, epoch: int = None, name: str = None) -> Evaluation:
-    """Scores ``checkpoint``; its hypotheses go to ``name`` in the run's folder (default hypotheses.txt,
-    hypotheses.epochN.txt for an epoch's checkpoint)."""
-    if not checkpoint.is_file():
-        raise EvaluationFailed(f"no checkpoint {checkpoint} to evaluate")
-    name = name or ("hypotheses.txt" if epoch is None else f"hypotheses.epoch{epoch}.txt")
-    evaluation = EVALUATORS[config.evaluate.kind](config, fields, run_dir, checkpoint, run_dir / name)
-    evaluation.epoch = epoch
-    return evaluation
+SCORERS = {"bleu": bleu, "accuracy": accuracy}

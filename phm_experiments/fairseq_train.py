@@ -17,6 +17,8 @@ import os
 import sys
 from pathlib import Path
 
+from .run_folder import LAST
+
 EXTRA_STATE_KEY = "should_stop_early"
 
 
@@ -83,7 +85,7 @@ def main(argv=None) -> None:
     from . import cpu_half_precision
 
     cpu_half_precision.install()  # (changes nothing where there is CUDA)
-    state = early_stopping_state(save_dir(argv) / "checkpoint_last.pt")
+    state = early_stopping_state(save_dir(argv) / LAST)
     if state is not None:  # resuming: count on from where the checkpoint stopped counting
         train.should_stop_early.best = state["best"]
         train.should_stop_early.num_runs = state["num_runs"]

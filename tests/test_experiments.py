@@ -3,7 +3,6 @@ log reader, result.json's schema, complete config checks, fingerprints and --for
 exit told from a failed training, and the hooks for teacher runs (distill, init, evaluate.epochs)."""
 
 import csv
-import dataclasses
 import json
 import shutil
 import sys
@@ -12,13 +11,16 @@ import pytest
 import torch
 import yaml
 from conftest import TRAIN_COMMAND, console, copy_task_files, run_command, tiny_config
+from pydantic import TypeAdapter, ValidationError
 
 from phm_experiments import commands
 from phm_experiments.cli import run as phm_run
 from phm_experiments.config import load_config
 from phm_experiments.logs import TrainingLog, read_records
-from phm_experiments.results import DERIVED_COUNTS, SCHEMA_VERSION, Parameters, Result, ResultError, from_json
-from phm_experiments.runner import Runner, completed_updates, run_directory
+from phm_experiments.results import SCHEMA_VERSION, ModuleParameters, Parameters, Result, ResultError
+from phm_experiments.resume import completed_updates
+from phm_experiments.run_folder import run_directory
+from phm_experiments.runner import Runner
 from phm_fairseq.cli import params as phm_params
 from phm_fairseq.modules import ParameterCount
 
@@ -141,22 +143,21 @@ def test_result_schema_round_trip_and_versions(kit, tmp_path):
 
 
 def test_result_parameters_are_the_plugins_count_written_with_the_counts_it_derives():
-    counts = {**ParameterCount(total=10, trainable=9, embeddings=3, dense_total=20).as_dict(), "module": None}
-    module = {"name": "encoder.layers", **ParameterCount(total=5, trainable=5, embeddings=1, dense_total=8).as_dict()}
-    parameters = from_json(Parameters, {**counts, "module": module})
-    assert isinstance(parameters, ParameterCount) and isinstance(parameters.module, ParameterCount)
+    count = ParameterCount(total=10, trainable=9, embeddings=3, dense_total=20)
+    module = ParameterCount(total=5, trainable=5, embeddings=1, dense_total=8)
+    parameters = Parameters.of(count, module=ModuleParameters.of(module, name="encoder.layers"))
     assert (parameters.without_embeddings, parameters.module.dense_without_embeddings) == (7, 7)
     # result.json's "parameters" as before: the counts, the two derived from them, the module
-    assert list(parameters.as_dict()) == [*counts] and parameters.as_dict() == {**counts, "module": module}
-    assert list(parameters.module.as_dict()) == [*module]
-    assert [*counts] == [*(f.name for f in dataclasses.fields(ParameterCount)), *DERIVED_COUNTS, "module"]
+    written = parameters.model_dump()
+    assert written == {**count.as_dict(), "module": {**module.as_dict(), "name": "encoder.layers"}}
+    assert Parameters.model_validate(written) == parameters
     # the derived counts are read, and must agree with the counts they derive from
-    with pytest.raises(ValueError, match="without_embeddings is 8, but its counts make 7"):
-        from_json(Parameters, {**counts, "without_embeddings": 8})
-    with pytest.raises(TypeError, match="missing dense_without_embeddings"):
-        from_json(Parameters, {k: v for k, v in counts.items() if k != "dense_without_embeddings"})
-    with pytest.raises(ValueError, match="unknown field.* totl"):
-        from_json(Parameters, {**counts, "totl": 10})
+    with pytest.raises(ValidationError, match="without_embeddings is 8, but its counts make 7"):
+        Parameters.model_validate({**written, "without_embeddings": 8})
+    with pytest.raises(ValidationError, match="dense_without_embeddings\n  Field required"):
+        Parameters.model_validate({k: v for k, v in written.items() if k != "dense_without_embeddings"})
+    with pytest.raises(ValidationError, match="totl\n  Extra inputs are not permitted"):
+        Parameters.model_validate({**written, "totl": 10})
 
 
 # --- complete checks before the first run ------------------------------------------------------
@@ -521,10 +522,11 @@ def test_the_papers_figures_stand_beside_ours_as_the_paper_gives_them():
     from phm_experiments.report.tables import pivot
 
     # result.json's paper figures read back: a count stays an int, a score a float
-    read = from_json(Result.__annotations__["paper"], {"parameters": 721000, "accuracy": 84.5})
+    paper = TypeAdapter(Result.model_fields["paper"].annotation)
+    read = paper.validate_python({"parameters": 721000, "accuracy": 84.5}, strict=True)
     assert read == {"parameters": 721000, "accuracy": 84.5} and isinstance(read["parameters"], int)
-    with pytest.raises(TypeError):
-        from_json(Result.__annotations__["paper"], {"parameters": "721K"})
+    with pytest.raises(ValidationError):
+        paper.validate_python({"parameters": "721K"}, strict=True)
     rows = [SimpleNamespace(row="lstm", column="sick"), SimpleNamespace(row="phm_lstm_n2", column="sick")]
     paper = {"lstm": read["parameters"], "phm_lstm_n2": read["accuracy"]}
     lines = pivot(rows, lambda r: "x", lambda r: paper[r.row])

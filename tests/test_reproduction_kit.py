@@ -275,7 +275,7 @@ def test_extends_overrides_key_by_key_and_null_removes(tmp_path):
 def test_every_shipped_config_passes_the_complete_check(tmp_path):
     """Keys, types, placeholders and fairseq-train's and fairseq-generate's own parsers, for every
     config in configs/ (nothing is built and no data is read: most corpora are not prepared here)."""
-    from phm_experiments.runner import check_all
+    from phm_experiments.checks import check_all
 
     jobs = check_all([str(__import__("conftest").REPO / "configs")], tmp_path / "runs", seeds=[1, 2])
     assert len(jobs) == 2 * len(expand([str(__import__("conftest").REPO / "configs")])) > 100

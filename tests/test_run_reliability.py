@@ -16,7 +16,8 @@ import yaml
 from conftest import TRAIN_COMMAND, console, copy_task_files, run_command, tiny_config, with_default_sigint
 
 from phm_experiments.config import ConfigError, load_config
-from phm_experiments.runner import data_lock, run_lock
+from phm_experiments.data import data_lock
+from phm_experiments.run_folder import run_lock
 
 
 @pytest.fixture(scope="module")
@@ -147,7 +148,9 @@ def test_a_stopped_phm_run_stops_its_training_and_the_next_one_resumes_it(setup)
 
 
 def test_a_cut_checkpoint_last_with_no_whole_checkpoint_beside_it_is_a_clear_error(tmp_path):
-    from phm_experiments.runner import RunError, RunFolder, restore_cut_last_checkpoint
+    from phm_experiments.resume import restore_cut_last_checkpoint
+    from phm_experiments.run import Run
+    from phm_experiments.run_folder import RunError, RunFolder
 
     folder = RunFolder(tmp_path)
     folder.checkpoints.mkdir()
@@ -156,7 +159,7 @@ def test_a_cut_checkpoint_last_with_no_whole_checkpoint_beside_it_is_a_clear_err
     config = tmp_path / "c.yaml"
     config.write_text("data: d\ntrain: {arch: a}\nevaluate: {kind: accuracy}\n")
     with pytest.raises(RunError, match="cannot be read .* no other checkpoint in .* --force trains the run again"):
-        restore_cut_last_checkpoint(load_config(config), folder)
+        restore_cut_last_checkpoint(Run(load_config(config), folder))
     assert (folder.checkpoints / "checkpoint_last.pt").read_bytes() == b"PK\x03\x04 cut"  # nothing lost
 
 

@@ -82,11 +82,13 @@ def main(argv=None):
     if not args.configs:
         parser.error("give config files or folders of them (or --schema)")
 
+    from phm_experiments.checks import check_all
     from phm_experiments.commands import CommandFailed
     from phm_experiments.config import ConfigError
     from phm_experiments.distill import DistillationFailed
     from phm_experiments.evaluation import EvaluationFailed
-    from phm_experiments.runner import RunError, Runner, check_all
+    from phm_experiments.run_folder import RunError
+    from phm_experiments.runner import Runner
 
     # SIGTERM (a session's end, `kill`) stops phm-run as Ctrl-C does: the command it runs is
     # stopped too, and the next phm-run resumes
