@@ -5,7 +5,8 @@ and the extra `pip install -e .[experiments]` (pyyaml, matplotlib).
 
 - config.py: the config schema, ``extends``, checks of a single config (``load_config`` -> ``Config``)
 - checks.py: every config checked before anything runs (fairseq's parsers, the model built)
-- commands.py: running fairseq's and the configs' commands (output shown and kept in logs)
+- commands.py: running fairseq's and the configs' commands (output shown and kept in logs), and how
+  records show them (paths relative to the working directory)
 - logs.py: fairseq's ``--log-format json`` records
 - fingerprint.py: the config values a run's checkpoints were trained with
 - run_folder.py: a run's folder: the name of each of its files, its lock, what --force removes

@@ -11,12 +11,11 @@ dictionaries; valid and test are the original data's. The folder appears only co
 
 import hashlib
 import json
-import shlex
 import shutil
 from pathlib import Path
 
 from . import commands
-from .commands import options
+from .commands import options, portable_command
 from .results import Distillation
 from .run_folder import RunFolder
 
@@ -133,8 +132,8 @@ def distilled_data(student, teacher, teacher_run: Path, teacher_fingerprint: str
         (work / f"train.{lang}").unlink()  # the binarized copy is what fairseq reads
     distillation = Distillation(
         data=str(folder),
-        generate_command=shlex.join(generate),
-        preprocess_command=shlex.join(preprocess),
+        generate_command=portable_command(generate),
+        preprocess_command=portable_command(preprocess),
         examples=examples,
     )
     (work / "distill.json").write_text(json.dumps(distillation.model_dump(), indent=2) + "\n", encoding="utf-8")

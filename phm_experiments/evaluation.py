@@ -3,14 +3,13 @@ on the detokenized output) or accuracy (phm-evaluate). Every example is scored, 
 
 import dataclasses
 import json
-import shlex
 from pathlib import Path
 from typing import Optional
 
 from phm_fairseq.tasks.classification import read_lines  # the plugin's reader of text lines (split on \n only)
 
 from . import averaging, commands
-from .commands import options
+from .commands import options, portable_command
 from .results import Evaluation
 from .resume import saved_updates
 from .run_folder import RunError
@@ -126,7 +125,7 @@ def bleu(run, checkpoint: Path, hypotheses_file: Path) -> Evaluation:
     score, chrf = metric.corpus_score(ordered, [references]), chrf_metric.corpus_score(ordered, [references])
     seconds, per_second = generation_speed(finished.output)
     return Evaluation(
-        command=shlex.join(command),
+        command=portable_command(command),
         metric="bleu",
         score=round(score.score, 2),
         examples=len(references),
@@ -145,7 +144,7 @@ def accuracy(run, checkpoint: Path, hypotheses_file: Path = None) -> Evaluation:
     finished = commands.run(command, run.folder.log("evaluate"))
     report = json.loads(finished.stdout.rstrip("\n").split("\n")[-1])
     return Evaluation(
-        command=shlex.join(command),
+        command=portable_command(command),
         metric="accuracy",
         score=round(report["accuracy"], 2),
         examples=report["examples"],

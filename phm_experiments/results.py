@@ -5,6 +5,9 @@ stores a Result as JSON with ``schema_version``; ``Result.read`` validates a fil
 unknown field, no conversion between types but an integer where a number is due), and refuses one
 it cannot read with a message that says why. Fields added to the schema later are optional, so that
 results written before them stay readable.
+
+Paths in a record are relative to the working directory phm-run ran in (the repository's root for
+the committed records), as the configs' data paths are: no record holds a machine's paths.
 """
 
 import json

@@ -10,6 +10,7 @@ its lock are run_folder.py's; each step takes the run (run.py): its config, fold
 from pathlib import Path
 
 from . import data, evaluation, training
+from .commands import portable_path
 from .provenance import environment  # at load, as results: a queue started before an edit of both kept its own pair
 from .results import Environment, ModuleParameters, Parameters, Result, Teacher
 from .resume import (
@@ -24,7 +25,7 @@ class Runner:
     """Runs configs into RUNS; a config's teacher is run first (same seed) when it is not done."""
 
     def __init__(self, runs_dir: Path, force: bool = False):
-        self.runs_dir = Path(runs_dir)
+        self.runs_dir = Path(portable_path(runs_dir))  # every path of the runs' records below it
         self.force = force
         self.done = {}  # (config path, seed) -> Result, in this process
 
@@ -70,10 +71,10 @@ def record(run: Run, prepared, trained: training.Trained, evaluated: evaluation.
     """The run's result.json: the steps' records, with the trained model's parameter counts and the environment."""
     config, teacher = run.config, run.teacher
     if teacher:
-        config_path, fingerprint = str(teacher.config.path), teacher.fingerprint.sha256
+        config_path, fingerprint = portable_path(teacher.config.path), teacher.fingerprint.sha256
         teacher = Teacher(config=config_path, run=str(teacher.folder.path), fingerprint=fingerprint)
     return Result(
-        config=str(config.path),
+        config=portable_path(config.path),
         config_sha256=config.sha256,
         description=config.description,
         paper=config.paper.model_dump(exclude_none=True),

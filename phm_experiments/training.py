@@ -3,13 +3,12 @@ fingerprint), on the teacher's translations (`distill`) and from the `init` chec
 says so; or the training of an earlier record kept, where only the evaluation keys changed."""
 
 import dataclasses
-import shlex
 import time
 from pathlib import Path
 from typing import Optional
 
 from . import commands
-from .commands import CommandFailed, options
+from .commands import CommandFailed, options, portable_command, portable_path
 from .distill import distilled_data
 from .logs import TrainingLog
 from .results import Distillation, ExitAfterTraining, Init, Result, Training
@@ -35,7 +34,7 @@ def train(run) -> Trained:
             run.config, teacher.config, teacher.folder.path, teacher.fingerprint.sha256
         )
         data = str(distilled)
-    run.fingerprint.write(run.folder.checkpoints, run.config.path)
+    run.fingerprint.write(run.folder.checkpoints, portable_path(run.config.path))
     init = initialise(run)
     run.say("training")
     training = fairseq_train(run, data, init and init.checkpoint)
@@ -109,7 +108,7 @@ def fairseq_train(run, data: str, init_checkpoint=None) -> Training:
     log = TrainingLog.parse(read_log(run, "train"))
     last = log.epochs[-1] if log.epochs else {}
     return Training(
-        command=shlex.join(command),
+        command=portable_command(command),
         updates=log.final_updates or 0,
         epochs=log.epochs_trained,
         **log.speed(),

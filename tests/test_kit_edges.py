@@ -1,8 +1,44 @@
-"""The reproduction kit's run folder: every file it names is one that --force knows."""
+"""The reproduction kit's edges, in-process: records hold no machine's paths; every file a run folder
+names is one that --force knows."""
+
+import os
+import shlex
+from pathlib import Path
 
 from conftest import REPO
 
+from phm_experiments.commands import portable_command
+from phm_experiments.results import Result
 from phm_experiments.run_folder import RunFolder
+from phm_experiments.runner import Runner
+
+RECORDS = REPO / "results" / "runs" / "converged"
+
+
+# --- records hold no machine's paths ----------------------------------------------------------------
+
+
+def test_committed_records_keep_loading_and_hold_paths_relative_to_the_repository():
+    found = sorted(RECORDS.rglob("result.json"))
+    assert len(found) >= 60
+    for path in found:
+        result = Result.read(path)
+        assert (REPO / result.config).is_file(), (path, result.config)
+        commands = [result.training.command, *(evaluation.command for evaluation in result.evaluations)]
+        absolute = [arg for command in commands for arg in shlex.split(command) if os.path.isabs(arg)]
+        assert not absolute, f"{path} holds a machine's paths: {absolute}"
+
+
+def test_records_write_paths_below_the_working_directory_relative_to_it(monkeypatch, tmp_path):
+    import phm_fairseq
+
+    monkeypatch.chdir(REPO)
+    command = ["fairseq-generate", str(REPO / "data-bin/x"), "--user-dir", phm_fairseq.PLUGIN_DIR, str(tmp_path)]
+    assert portable_command(command) == f"fairseq-generate data-bin/x --user-dir phm_fairseq {tmp_path}"
+    assert Runner(REPO / "work" / "runs").runs_dir == Path("work/runs")  # the runs' paths below it with it
+
+
+# --- a run's folder -----------------------------------------------------------------------------------
 
 
 def test_every_file_a_run_folder_names_is_one_that_force_removes(tmp_path):
