@@ -4,7 +4,8 @@ A package of its own beside the plugin: it needs the plugin (phm_fairseq), never
 and the extra `pip install -e .[experiments]` (pyyaml, matplotlib).
 
 - config.py: the config schema, ``extends``, checks of a single config (``load_config`` -> ``Config``)
-- checks.py: every config checked before anything runs (fairseq's parsers, the model built)
+- checks.py: every config checked before anything runs (fairseq's parsers, values no training can
+  use, the model built and validated on one example)
 - commands.py: running fairseq's and the configs' commands (output shown and kept in logs), and how
   records show them (paths relative to the working directory)
 - logs.py: fairseq's ``--log-format json`` records

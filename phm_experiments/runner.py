@@ -10,6 +10,7 @@ its lock are run_folder.py's; each step takes the run (run.py): its config, fold
 from pathlib import Path
 
 from . import data, evaluation, training
+from .checks import check_model
 from .commands import portable_path
 from .provenance import environment  # at load, as results: a queue started before an edit of both kept its own pair
 from .results import Environment, ModuleParameters, Parameters, Result, Teacher
@@ -59,6 +60,8 @@ def carry_out(run: Run, force: bool) -> Result:
     refuse_checkpoints_of_another_config(run)
     run.folder.path.mkdir(parents=True, exist_ok=True)
     prepared = data.prepare(run)
+    if prepared:  # the configs were checked before their data was there: the model is checked against it now
+        check_model(run.config, run.fields)
     trained = training.trained_already(run, previous) if same_training else training.train(run)
     evaluated = evaluation.evaluate(run, trained.init)
     result = record(run, prepared, trained, evaluated)

@@ -1,18 +1,97 @@
-"""The reproduction kit's edges, in-process: records hold no machine's paths; every file a run folder
-names is one that --force knows."""
+"""The reproduction kit's edges, in-process: values no training can use, early stopping that cannot
+work and a metric the validation never reports are refused before anything runs; records hold no
+machine's paths; every file a run folder names is one that --force knows."""
 
 import os
 import shlex
 from pathlib import Path
 
-from conftest import REPO
+import pytest
+import yaml
+from conftest import REPO, TINY
 
+from phm_experiments.checks import check_all
 from phm_experiments.commands import portable_command
+from phm_experiments.config import ConfigError
 from phm_experiments.results import Result
 from phm_experiments.run_folder import RunFolder
 from phm_experiments.runner import Runner
 
 RECORDS = REPO / "results" / "runs" / "converged"
+TRAIN = {"task": "translation", "arch": "transformer_twin_demo", "optimizer": "adam", "lr": 0.001, **TINY}
+
+
+def config(tmp_path: Path, train: dict, data="data-bin/not-prepared-yet") -> Path:
+    """configs/edges/run.yaml: a tiny translation model with ``train`` on top of TRAIN."""
+    path = tmp_path / "configs" / "edges" / "run.yaml"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    evaluate = {"kind": "bleu", "reference": "{data}/test.tgt"}
+    path.write_text(yaml.safe_dump({"data": str(data), "train": {**TRAIN, **train}, "evaluate": evaluate}))
+    return path
+
+
+def problems(tmp_path: Path, train: dict, **data) -> list:
+    with pytest.raises(ConfigError) as refused:
+        check_all([config(tmp_path, train, **data)], tmp_path / "runs")
+    return [line.strip() for line in str(refused.value).splitlines()[1:]]
+
+
+# --- refused before anything runs ----------------------------------------------------------------
+
+
+def test_values_no_optimiser_can_use_are_refused_before_anything_runs(tmp_path):
+    train = {"lr": -0.001, "weight-decay": -0.1, "adam-betas": "(0.9, 1.2)", "clip-norm": -1}
+    assert problems(tmp_path, train) == [
+        "train.lr -0.001: a learning rate must be above 0: no optimiser learns at 0 or below",
+        "train.weight-decay -0.1: must be 0 or more",
+        "train.clip-norm -1.0: must be 0 or more",
+        "train.adam-betas (0.9, 1.2): two numbers in [0, 1), e.g. '(0.9, 0.98)'",
+    ]
+    assert problems(tmp_path, {"lr": 0}) == [
+        "train.lr 0.0: a learning rate must be above 0: no optimiser learns at 0 or below"
+    ]
+    assert check_all([config(tmp_path, {"lr": 0.0005})], tmp_path / "runs")  # the same config, usable
+
+
+def test_patience_without_the_validations_it_counts_is_refused(tmp_path):
+    assert problems(tmp_path, {"patience": 3, "disable-validation": True}) == [
+        "train.patience 3: early stopping counts validations without improvement, and "
+        "train.disable-validation turns validation off: remove one of the two"
+    ]
+
+
+def prepared_data(folder: Path) -> Path:
+    """A fairseq data folder of a copy task's dictionaries and a 3-pair validation split (nothing more is read)."""
+    from fairseq.data import Dictionary, indexed_dataset
+
+    dictionary = Dictionary()
+    lines = ["a b c", "d e", "f a b d"]
+    for line in lines:
+        dictionary.encode_line(line, add_if_not_exist=True)
+    folder.mkdir(parents=True)
+    for side in ("src", "tgt"):
+        dictionary.save(str(folder / f"dict.{side}.txt"))
+        prefix = str(folder / f"valid.src-tgt.{side}")
+        builder = indexed_dataset.make_builder(f"{prefix}.bin", impl="mmap", vocab_size=len(dictionary))
+        for line in lines:
+            builder.add_item(dictionary.encode_line(line, add_if_not_exist=False))
+        builder.finalize(f"{prefix}.idx")
+    return folder
+
+
+def test_a_metric_the_validation_never_reports_is_refused_naming_those_it_reports(tmp_path):
+    """fairseq-train reads --best-checkpoint-metric from each validation's figures (train.patience follows it):
+    one that the task never reports ended the training at its first validation (KeyError: 'bleu')."""
+    data = prepared_data(tmp_path / "data-bin")
+    train = {"patience": 2, "best-checkpoint-metric": "bleu", "maximize-best-checkpoint-metric": True}
+    [problem] = problems(tmp_path, train, data=data)
+    assert problem.startswith(
+        "train.best-checkpoint-metric bleu: the validation of task translation with criterion cross_entropy "
+        "reports bsz, loss, num_updates, ppl, wpb, wps, not bleu (translation reports bleu with "
+        "train.eval-bleu: true). fairseq-train would stop at its first validation (KeyError: 'bleu')"
+    )
+    # the figures are the validation's own: with --eval-bleu the task reports bleu, and the config passes
+    assert check_all([config(tmp_path, {**train, "eval-bleu": True}, data=data)], tmp_path / "runs")
 
 
 # --- records hold no machine's paths ----------------------------------------------------------------
