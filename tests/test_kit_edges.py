@@ -1,9 +1,11 @@
 """The reproduction kit's edges, in-process: values no training can use, early stopping that cannot
-work and a metric the validation never reports are refused before anything runs; records hold no
-machine's paths; every file a run folder names is one that --force knows."""
+work and a metric the validation never reports are refused before anything runs; phm-collect refuses
+a folder that mixes metrics or tasks, naming the runs; records hold no machine's paths; every file a
+run folder names is one that --force knows."""
 
 import os
 import shlex
+import shutil
 from pathlib import Path
 
 import pytest
@@ -13,6 +15,7 @@ from conftest import REPO, TINY
 from phm_experiments.checks import check_all
 from phm_experiments.commands import portable_command
 from phm_experiments.config import ConfigError
+from phm_experiments.report import ReportError, load_results
 from phm_experiments.results import Result
 from phm_experiments.run_folder import RunFolder
 from phm_experiments.runner import Runner
@@ -92,6 +95,50 @@ def test_a_metric_the_validation_never_reports_is_refused_naming_those_it_report
     )
     # the figures are the validation's own: with --eval-bleu the task reports bleu, and the config passes
     assert check_all([config(tmp_path, {**train, "eval-bleu": True}, data=data)], tmp_path / "runs")
+
+
+# --- phm-collect: one metric a report, one task a corpus --------------------------------------------
+
+
+def records(folder: Path, runs: dict) -> Path:
+    """Copies of committed records: {place below ``folder``: record below results/runs/converged}."""
+    for place, record in runs.items():
+        (folder / place).mkdir(parents=True)
+        shutil.copy(RECORDS / record / "result.json", folder / place / "result.json")
+    return folder
+
+
+def test_collect_refuses_a_folder_of_runs_scored_by_different_metrics_naming_them(tmp_path, capsys):
+    from phm_experiments.cli.collect import main
+
+    mixed = records(
+        tmp_path / "mixed",
+        {"transformer/seed1": "multi30k/transformer/seed1", "sva_transformer/seed1": "sva/transformer/seed1"},
+    )
+    with pytest.raises(ReportError) as refused:
+        load_results(mixed)
+    assert str(refused.value).splitlines()[1:3] == ["  accuracy: sva_transformer/seed1", "  bleu: transformer/seed1"]
+    assert f"{mixed} holds runs scored by accuracy and bleu" in str(refused.value)
+    with pytest.raises(SystemExit) as exit:
+        main([str(mixed), "--out", str(tmp_path / "report")])
+    assert exit.value.code == 1 and "phm-collect: error: " in capsys.readouterr().err
+    assert not list(tmp_path.glob("report*"))
+
+
+def test_collect_refuses_a_corpus_of_runs_of_different_tasks_and_takes_them_as_two_corpora(tmp_path):
+    sick, sva = "sick/lstm/seed1", "sva/transformer/seed1"  # both scored by accuracy
+    one_corpus = records(tmp_path / "one", {"lstm/seed1": sick, "transformer/seed1": sva})
+    with pytest.raises(ReportError) as refused:
+        load_results(one_corpus)
+    assert str(refused.value).splitlines() == [
+        "one holds runs of the tasks nli and sentence_classification, whose parameters and speeds cannot be set "
+        "against one dense model:",
+        "  nli: lstm/seed1",
+        "  sentence_classification: transformer/seed1",
+        "Put each task's runs in a folder of their own",
+    ]
+    two_corpora = load_results(records(tmp_path / "two", {sick: sick, sva: sva}))
+    assert {entry.column for entry in two_corpora} == {"sick", "sva"}
 
 
 # --- records hold no machine's paths ----------------------------------------------------------------

@@ -96,7 +96,43 @@ def load_results(root: Path) -> list[Entry]:
             entries.append(Entry(result, evaluation, row, column, file.parent))
     if not entries:
         raise ReportError(f"no result.json under {root} (run `phm-run` first)")
+    check_one_metric_and_task(root, entries)
     return entries
+
+
+def check_one_metric_and_task(root: Path, entries: list[Entry]) -> None:
+    """A report holds one metric (its tables and plots have one score axis), and each of its corpora one
+    task (their models' parameters and speeds are set against the corpus's dense model): a folder that mixes
+    them is refused, with the runs of each."""
+
+    def runs_by(kind_of, entries) -> dict:
+        groups = {}
+        for entry in entries:
+            if entry.is_best and kind_of(entry) is not None:
+                groups.setdefault(kind_of(entry), []).append(str(entry.dir.relative_to(root)))
+        return groups
+
+    def listed(groups: dict) -> str:
+        return "".join(f"\n  {kind}: {', '.join(runs)}" for kind, runs in groups.items())
+
+    metrics = runs_by(lambda entry: entry.evaluation.metric, entries)
+    if len(metrics) > 1:
+        raise ReportError(
+            f"{root} holds runs scored by {' and '.join(metrics)}, which one report cannot set side by side:"
+            f"{listed(metrics)}\nCollect each metric's runs on their own, from a folder that holds only them"
+        )
+    for column in sorted({entry.column for entry in entries}):
+        tasks = runs_by(lambda entry: task_of(entry.result), [entry for entry in entries if entry.column == column])
+        if len(tasks) > 1:
+            raise ReportError(
+                f"{column} holds runs of the tasks {' and '.join(tasks)}, whose parameters and speeds cannot be "
+                f"set against one dense model:{listed(tasks)}\nPut each task's runs in a folder of their own"
+            )
+
+
+def task_of(result: Result) -> Optional[str]:
+    """The fairseq task the run trained (None where the record does not say)."""
+    return ((result.config_values or {}).get("train") or {}).get("task")
 
 
 def mean(values):
