@@ -15,6 +15,9 @@ from .results import Distillation, ExitAfterTraining, Init, Result, Training
 from .resume import completed_updates, finished_training, restore_cut_last_checkpoint
 from .run_folder import RunError
 
+# fairseq-train's own --log-interval; a run of fewer updates would print no progress before its epoch ends
+FAIRSEQ_LOG_INTERVAL = 100
+
 
 @dataclasses.dataclass
 class Trained:
@@ -68,6 +71,7 @@ def initialise(run) -> Optional[Init]:
 
 
 def train_command(run, data: str, init_checkpoint=None) -> list:
+    train = run.config.train
     command = commands.fairseq_train_command(
         data,
         "--save-dir",
@@ -76,9 +80,19 @@ def train_command(run, data: str, init_checkpoint=None) -> list:
         str(run.config.seed),
         "--log-format",
         "json",
-        *options(run.config.train, run.fields),
+        *(["--log-interval", str(log_interval(train))] if "log-interval" not in train else []),
+        *options(train, run.fields),
     )
     return command + (["--finetune-from-model", str(init_checkpoint)] if init_checkpoint else [])
+
+
+def log_interval(train: dict) -> int:
+    """fairseq's --log-interval, where the config gives none: fairseq's own, or a tenth of a shorter training's
+    train.max-update, so that every run shows its progress as it goes."""
+    max_update = train.get("max-update")
+    if isinstance(max_update, int) and max_update > 0:
+        return max(1, min(FAIRSEQ_LOG_INTERVAL, max_update // 10))
+    return FAIRSEQ_LOG_INTERVAL
 
 
 def fairseq_train(run, data: str, init_checkpoint=None) -> Training:

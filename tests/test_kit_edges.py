@@ -1,7 +1,7 @@
 """The reproduction kit's edges, in-process: values no training can use, early stopping that cannot
 work and a metric the validation never reports are refused before anything runs; phm-collect refuses
 a folder that mixes metrics or tasks, naming the runs; records hold no machine's paths; every file a
-run folder names is one that --force knows."""
+run folder names is one that --force knows; a short run logs its progress."""
 
 import os
 import shlex
@@ -14,11 +14,13 @@ from conftest import REPO, TINY
 
 from phm_experiments.checks import check_all
 from phm_experiments.commands import portable_command
-from phm_experiments.config import ConfigError
+from phm_experiments.config import ConfigError, load_config
 from phm_experiments.report import ReportError, load_results
 from phm_experiments.results import Result
+from phm_experiments.run import Run
 from phm_experiments.run_folder import RunFolder
 from phm_experiments.runner import Runner
+from phm_experiments.training import train_command
 
 RECORDS = REPO / "results" / "runs" / "converged"
 TRAIN = {"task": "translation", "arch": "transformer_twin_demo", "optimizer": "adam", "lr": 0.001, **TINY}
@@ -180,3 +182,16 @@ def test_every_file_a_run_folder_names_is_one_that_force_removes(tmp_path):
         path.write_text("")
     folder.clean()
     assert [path for path in made if path.exists()] == [] and all(path.exists() for path in users)
+
+
+def test_a_short_run_logs_its_progress_where_its_config_sets_no_interval(tmp_path):
+    """fairseq logs every 100 updates by default: a run of fewer would show no progress before its epoch ends."""
+
+    def interval(train: dict) -> list:
+        command = train_command(Run.of(load_config(config(tmp_path, train)), tmp_path / "runs"), "data")
+        return [command[i + 1] for i, arg in enumerate(command) if arg == "--log-interval"]
+
+    assert interval({"max-update": 40}) == ["4"]
+    assert interval({"max-update": 5}) == ["1"]
+    assert interval({"max-update": 50_000}) == interval({"max-epoch": 3}) == ["100"]
+    assert interval({"max-update": 40, "log-interval": 25}) == ["25"]  # the config's own, alone
