@@ -1,10 +1,9 @@
 #!/usr/bin/env bash
-# The converged-quality runs (configs/converged; issue "At convergence"), as one queue of phm-run at
-# two threads. On the 2-core AMD EPYC machine that ran them, a Multi30k run at two threads trains
-# 4,750 words/s, against 2,600 for each of two runs at one thread side by side: 10% less in all, but
-# each run finishes in half the time (about 45-60 min), and a training still going when its machine
-# goes away is lost. Safe to start again at any time: finished runs are skipped, interrupted ones
-# resume (phm-run), and a run folder is never worked on twice at once (phm-run's lock).
+# The converged-quality runs (configs/converged), as one queue of phm-run at two threads: each run
+# finishes in half the time of two queues at one thread side by side, and a training still going when
+# its machine goes away is lost (docs/experiments.md, "Training to convergence"). Safe to start again
+# at any time: finished runs are skipped, interrupted ones resume (phm-run), and a run folder is never
+# worked on twice at once (phm-run's lock).
 #
 # The runs live in results/runs/converged/<corpus>/<config>/seed<S>/, and each finished run's
 # result.json is committed (results/runs/.gitignore keeps nothing else): the reports are made from
