@@ -13,6 +13,8 @@ from .run_folder import RunFolder
 
 @dataclasses.dataclass(frozen=True)
 class Run:
+    """A config (at its seed), its run's folder, and the run of its teacher where it has one."""
+
     config: Config
     folder: RunFolder
     teacher: Optional["Run"] = None

@@ -72,10 +72,7 @@ def carry_out(run: Run, force: bool) -> Result:
 
 def record(run: Run, prepared, trained: training.Trained, evaluated: evaluation.Evaluated) -> Result:
     """The run's result.json: the steps' records, with the trained model's parameter counts and the environment."""
-    config, teacher = run.config, run.teacher
-    if teacher:
-        config_path, fingerprint = portable_path(teacher.config.path), teacher.fingerprint.sha256
-        teacher = Teacher(config=config_path, run=str(teacher.folder.path), fingerprint=fingerprint)
+    config = run.config
     return Result(
         config=portable_path(config.path),
         config_sha256=config.sha256,
@@ -88,10 +85,15 @@ def record(run: Run, prepared, trained: training.Trained, evaluated: evaluation.
         environment=Environment(**environment()),
         fingerprint=run.fingerprint.sha256,
         config_values=config.values,
-        teacher=teacher,
+        teacher=teacher_record(run.teacher) if run.teacher else None,
         **vars(trained),
         **vars(evaluated),
     )
+
+
+def teacher_record(teacher: Run) -> Teacher:
+    path, fingerprint = portable_path(teacher.config.path), teacher.fingerprint.sha256
+    return Teacher(config=path, run=str(teacher.folder.path), fingerprint=fingerprint)
 
 
 def count_parameters_of(checkpoint: Path, module=None) -> Parameters:

@@ -40,7 +40,7 @@ def train(run) -> Trained:
     run.fingerprint.write(run.folder.checkpoints, portable_path(run.config.path))
     init = initialise(run)
     run.say("training")
-    training = fairseq_train(run, data, init and init.checkpoint)
+    training = run_fairseq_train(run, data, init and init.checkpoint)
     return Trained(training=training, init=init, distillation=distillation)
 
 
@@ -95,7 +95,7 @@ def log_interval(train: dict) -> int:
     return FAIRSEQ_LOG_INTERVAL
 
 
-def fairseq_train(run, data: str, init_checkpoint=None) -> Training:
+def run_fairseq_train(run, data: str, init_checkpoint=None) -> Training:
     """fairseq-train on ``data`` into the run's checkpoints (resumed where there are some): its Training record."""
     folder, log_file = run.folder, run.folder.log("train")
     command = train_command(run, data, init_checkpoint)
