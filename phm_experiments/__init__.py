@@ -6,8 +6,7 @@ and the extra `pip install -e .[experiments]` (pyyaml, matplotlib).
 - config.py: the config schema, ``extends``, checks of a single config (``load_config`` -> ``Config``)
 - checks.py: every config checked before anything runs (fairseq's parsers, values no training can
   use, the model built and validated on one example)
-- commands.py: running fairseq's and the configs' commands (output shown and kept in logs), and how
-  records show them (paths relative to the working directory)
+- commands.py: running fairseq's and the configs' commands (output shown and kept in logs)
 - logs.py: fairseq's ``--log-format json`` records
 - fingerprint.py: the config values a run's checkpoints were trained with
 - run_folder.py: a run's folder: the name of each of its files, its lock, what --force removes
@@ -19,7 +18,8 @@ and the extra `pip install -e .[experiments]` (pyyaml, matplotlib).
 - averaging.py: the average of the last epoch checkpoints
 - provenance.py: versions, machine and commit stored beside every figure
 - distill.py: sequence-level distillation data from a teacher run
-- results.py: result.json's schema (pydantic), written by phm-run and read by phm-collect
+- results.py: result.json's schema (pydantic), written by phm-run and read by phm-collect, and its
+  paths: relative to the working directory
 - cli/: the phm-run and phm-collect commands
 - report/: phm-collect: aggregate.py (the runs' seeds averaged into typed rows), tables.py (Markdown
   and CSV of the rows), plots.py

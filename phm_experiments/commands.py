@@ -1,4 +1,4 @@
-"""The commands phm-run runs (fairseq's, the plugin's, a config's own), and how records show them.
+"""The commands phm-run runs (fairseq's, the plugin's, a config's own).
 
 Every command's output is shown as it comes and kept in the run's log file; stdout and stderr
 are read as bytes and split on "\\n" only.
@@ -60,19 +60,6 @@ def options(mapping: dict, fields: dict = None) -> list:
         if value is not True:
             args.append(fill(value, fields or {}))
     return args
-
-
-def portable_path(path) -> str:
-    """``path`` as records hold it: relative to the working directory where it lies below it (as the
-    configs' data paths are), so that no record holds a machine's paths; else as it is."""
-    absolute, here = Path(os.path.abspath(path)), Path.cwd()
-    return str(absolute.relative_to(here)) if absolute.is_relative_to(here) else str(path)
-
-
-def portable_command(command: list) -> str:
-    """A command line as records hold it: shell-quoted, each absolute path below the working directory
-    made relative to it (the plugin's folder, given to fairseq as --user-dir, and any other)."""
-    return shlex.join(portable_path(arg) if os.path.isabs(arg) else arg for arg in map(str, command))
 
 
 class CommandFailed(RuntimeError):

@@ -15,8 +15,8 @@ import shutil
 from pathlib import Path
 
 from . import commands
-from .commands import options, portable_command
-from .results import Distillation
+from .commands import options
+from .results import Distillation, portable_command
 from .run_folder import RunFolder
 
 # taken from the teacher's evaluate.generate unless the student's `distill` gives them

@@ -9,8 +9,8 @@ from typing import Optional
 from phm_fairseq.tasks.classification import read_lines  # the plugin's reader of text lines (split on \n only)
 
 from . import averaging, commands
-from .commands import options, portable_command
-from .results import Evaluation
+from .commands import options
+from .results import Evaluation, portable_command
 from .resume import saved_updates
 from .run_folder import RunError
 

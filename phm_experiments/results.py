@@ -11,6 +11,8 @@ the committed records), as the configs' data paths are: no record holds a machin
 """
 
 import json
+import os
+import shlex
 from pathlib import Path
 from typing import Optional
 
@@ -21,6 +23,19 @@ from phm_fairseq.modules.parameter_count import ParameterCount
 from .config import Number
 
 SCHEMA_VERSION = 1
+
+
+def portable_path(path) -> str:
+    """``path`` as records hold it: relative to the working directory where it lies below it (as the
+    configs' data paths are), so that no record holds a machine's paths; else as it is."""
+    absolute, here = Path(os.path.abspath(path)), Path.cwd()
+    return str(absolute.relative_to(here)) if absolute.is_relative_to(here) else str(path)
+
+
+def portable_command(command: list) -> str:
+    """A command line as records hold it: shell-quoted, each absolute path below the working directory
+    made relative to it (the plugin's folder, given to fairseq as --user-dir, and any other)."""
+    return shlex.join(portable_path(arg) if os.path.isabs(arg) else arg for arg in map(str, command))
 
 
 class ResultError(ValueError):

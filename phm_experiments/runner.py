@@ -11,9 +11,8 @@ from pathlib import Path
 
 from . import data, evaluation, training
 from .checks import check_model
-from .commands import portable_path
 from .provenance import environment  # at load, as results: a queue started before an edit of both kept its own pair
-from .results import Environment, ModuleParameters, Parameters, Result, Teacher
+from .results import Environment, ModuleParameters, Parameters, Result, Teacher, portable_path
 from .resume import (
     previous_result,
     refuse_checkpoints_of_another_config,

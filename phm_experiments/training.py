@@ -8,10 +8,10 @@ from pathlib import Path
 from typing import Optional
 
 from . import commands
-from .commands import CommandFailed, options, portable_command, portable_path
+from .commands import CommandFailed, options
 from .distill import distilled_data
 from .logs import TrainingLog
-from .results import Distillation, ExitAfterTraining, Init, Result, Training
+from .results import Distillation, ExitAfterTraining, Init, Result, Training, portable_command, portable_path
 from .resume import completed_updates, finished_training, restore_cut_last_checkpoint
 from .run_folder import RunError
 

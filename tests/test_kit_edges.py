@@ -13,10 +13,9 @@ import yaml
 from conftest import REPO, TINY
 
 from phm_experiments.checks import check_all
-from phm_experiments.commands import portable_command
 from phm_experiments.config import ConfigError, load_config
 from phm_experiments.report import ReportError, load_results
-from phm_experiments.results import Result
+from phm_experiments.results import Result, portable_command
 from phm_experiments.run import Run
 from phm_experiments.run_folder import RunFolder
 from phm_experiments.runner import Runner
