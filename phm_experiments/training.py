@@ -72,6 +72,7 @@ def initialise(run) -> Optional[Init]:
 
 def train_command(run, data: str, init_checkpoint=None) -> list:
     train = run.config.train
+    interval = log_interval(train)
     command = commands.fairseq_train_command(
         data,
         "--save-dir",
@@ -80,19 +81,21 @@ def train_command(run, data: str, init_checkpoint=None) -> list:
         str(run.config.seed),
         "--log-format",
         "json",
-        *(["--log-interval", str(log_interval(train))] if "log-interval" not in train else []),
+        *(["--log-interval", str(interval)] if interval else []),
         *options(train, run.fields),
     )
     return command + (["--finetune-from-model", str(init_checkpoint)] if init_checkpoint else [])
 
 
-def log_interval(train: dict) -> int:
-    """fairseq's --log-interval, where the config gives none: fairseq's own, or a tenth of a shorter training's
-    train.max-update, so that every run shows its progress as it goes."""
+def log_interval(train: dict):
+    """The --log-interval that phm-run passes where the config gives none: a tenth of a train.max-update
+    under 1,000, so that a short training shows its progress (fairseq's own 100 would show none before
+    the epoch ends); None where the config's or fairseq's own serves."""
     max_update = train.get("max-update")
-    if isinstance(max_update, int) and max_update > 0:
-        return max(1, min(FAIRSEQ_LOG_INTERVAL, max_update // 10))
-    return FAIRSEQ_LOG_INTERVAL
+    if "log-interval" in train or not isinstance(max_update, int) or max_update <= 0:
+        return None
+    interval = max(1, max_update // 10)
+    return interval if interval < FAIRSEQ_LOG_INTERVAL else None
 
 
 def run_fairseq_train(run, data: str, init_checkpoint=None) -> Training:
