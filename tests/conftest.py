@@ -10,6 +10,8 @@ import torch
 
 REPO = Path(__file__).resolve().parent.parent
 
+pytest_plugins = ["cost_report"]  # pytest --cost-report FILE: each test's wall and CPU seconds
+
 # how phm-run starts fairseq-train (phm_experiments.fairseq_train), as its logs show the command
 TRAIN_COMMAND = "python -m phm_experiments.fairseq_train"
 
