@@ -279,6 +279,18 @@ def train(data, save_dir, *extra, check=True, launcher=False):
     return run_command(*program, data, "--save-dir", save_dir, *TRAINING, *TINY_FLAGS, *extra, check=check)
 
 
+def build_as_fairseq_train(data, *extra):
+    """The tiny Transformer that ``train(data, ..., *extra)`` would train, built in this process as
+    fairseq-train builds it (parse_args_and_arch, setup_task, build_model): (model, task). Checks a
+    refusal of the model's flags without starting a process."""
+    from fairseq import options, tasks
+
+    argv = [str(data), *TRAINING, *TINY_FLAGS, *map(str, extra)]
+    args = options.parse_args_and_arch(options.get_training_parser(), input_args=argv)
+    task = tasks.setup_task(args)
+    return task.build_model(args), task
+
+
 def losses(log: str, tag="train_inner") -> list:
     return [float(m) for m in re.findall(rf"\| {tag} \|.*?loss[= ]([\d.]+)", log)]
 

@@ -15,6 +15,7 @@ from conftest import (
     PLUGIN,
     TINY_FLAGS,
     TRAINING,
+    build_as_fairseq_train,
     classes_in_checkpoint,
     console,
     fairseq_generate,
@@ -25,6 +26,7 @@ from conftest import (
     transformer_body,
 )
 
+from phm_fairseq.cli import params as phm_params
 from phm_fairseq.models.export import densify
 
 
@@ -366,9 +368,15 @@ def test_checkpoint_of_another_model_is_refused(multi30k_run, multi30k_slice, tm
         ),
     ],
 )
-def test_bad_flags_are_refused_with_a_clear_message(copy_task, tmp_path, flags, message):
-    out = train(copy_task, tmp_path, "--arch", "phm_transformer_demo", *flags, "--max-update", "1", check=False)
-    assert out.returncode != 0 and re.search(message, out.stderr), out.stderr[-2000:]
+def test_bad_flags_are_refused_with_a_clear_message(copy_task, flags, message):
+    with pytest.raises(ValueError, match=message):
+        build_as_fairseq_train(copy_task, "--arch", "phm_transformer_demo", *flags)
+
+
+def test_fairseq_train_stops_at_a_refusal_and_saves_nothing(copy_task, tmp_path):
+    """The refusals above are the model's own (build_model): fairseq-train ends on one before it saves."""
+    out = train(copy_task, tmp_path, "--arch", "phm_transformer_demo", "--phm-n", "3", "--max-update", "1", check=False)
+    assert out.returncode != 0 and "--phm-n 3 must divide every feature size of the model" in out.stderr
     assert not list(tmp_path.glob("*.pt")), "nothing was saved"
 
 
@@ -390,33 +398,36 @@ def test_bad_flags_are_refused_with_a_clear_message(copy_task, tmp_path, flags, 
         ),
     ],
 )
-def test_flags_that_do_not_apply_to_the_kind_are_refused(copy_task, arch, flags, message):
-    out = run_command(console("phm-params"), copy_task, "--task", "translation", "--arch", arch, *flags, check=False)
-    assert out.returncode != 0 and re.search(message, out.stderr), out.stderr[-2000:]
+def test_flags_that_do_not_apply_to_the_kind_are_refused(copy_task, arch, flags, message, capsys):
+    with pytest.raises(SystemExit) as exit:
+        phm_params.main([str(copy_task), "--task", "translation", "--arch", arch, *flags])
+    err = capsys.readouterr().err
+    assert exit.value.code != 0 and re.search(message, err), err[-2000:]
 
 
-def test_quaternion_attention_needs_heads_that_split_components(copy_task, tmp_path):
-    out = train(
-        copy_task,
-        tmp_path,
-        "--arch",
-        "quaternion_transformer_demo",
-        "--quaternion-attention",
-        "--encoder-embed-dim",
-        "36",
-        "--decoder-embed-dim",
-        "36",
-        "--max-update",
-        "1",
-        check=False,
-    )
-    assert (
-        out.returncode != 0
-        and "--encoder-embed-dim 36 must be a multiple of 4 x --encoder-attention-heads 2" in out.stderr
-    )
+def test_quaternion_attention_needs_heads_that_split_components(copy_task):
+    with pytest.raises(
+        ValueError, match="--encoder-embed-dim 36 must be a multiple of 4 x --encoder-attention-heads 2"
+    ):
+        build_as_fairseq_train(
+            copy_task,
+            "--arch",
+            "quaternion_transformer_demo",
+            "--quaternion-attention",
+            "--encoder-embed-dim",
+            "36",
+            "--decoder-embed-dim",
+            "36",
+        )
 
 
 # --- parameter counts against the formula ------------------------------------------------------
+
+
+def parameters(capsys, data, *flags) -> dict:
+    """phm-params --json of a translation model, in this process."""
+    phm_params.main(["--json", str(data), "--task", "translation", *flags])
+    return json.loads(capsys.readouterr().out.strip().splitlines()[-1])
 
 
 @pytest.mark.parametrize(
@@ -459,30 +470,18 @@ def test_quaternion_attention_needs_heads_that_split_components(copy_task, tmp_p
         ),
     ],
 )
-def test_parameter_counts_match_the_formula(copy_task, arch, flags, expected):
-    out = run_command(
-        console("phm-params"),
-        "--json",
-        copy_task,
-        "--task",
-        "translation",
-        "--arch",
-        arch,
-        "--share-all-embeddings",
-        *flags,
-    )
-    counts = json.loads(out.stdout.strip().splitlines()[-1])
+def test_parameter_counts_match_the_formula(copy_task, arch, flags, expected, capsys):
+    counts = parameters(capsys, copy_task, "--arch", arch, "--share-all-embeddings", *flags)
     assert counts["without_embeddings"] == expected
     assert counts["dense_without_embeddings"] == transformer_body(
         *{"iwslt": (256, 1024, 2), "base": (512, 2048, 4)}[arch.rsplit("_", 1)[1]]
     )
 
 
-def test_phm_n4_has_about_a_quarter_of_the_dense_weights(copy_task):
+def test_phm_n4_has_about_a_quarter_of_the_dense_weights(copy_task, capsys):
     counts = {}
     for arch, flags in (("phm_transformer_iwslt", ["--phm-n", "4"]), ("transformer_twin_iwslt", [])):
-        out = run_command(console("phm-params"), "--json", copy_task, "--task", "translation", "--arch", arch, *flags)
-        counts[arch] = json.loads(out.stdout.strip().splitlines()[-1])["without_embeddings"]
+        counts[arch] = parameters(capsys, copy_task, "--arch", arch, *flags)["without_embeddings"]
     assert 0.25 < counts["phm_transformer_iwslt"] / counts["transformer_twin_iwslt"] < 0.26
 
 
