@@ -68,6 +68,33 @@ def run_command(*args, check=True, timeout=600, env=None):
     return result
 
 
+def run_main(main, *args, check=True):
+    """A command's ``main(argv)`` (phm-run, phm-collect, phm-params, ...) in this process, where torch
+    and fairseq are imported already: what run_command gives (returncode, stdout, stderr), without the
+    seconds a new process spends importing them."""
+    import contextlib
+    import io
+    import subprocess
+
+    argv = [str(a) for a in args]
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            code = main(argv) or 0
+        except SystemExit as exit:  # argparse's and the commands' own exits
+            code = exit.code
+            if not isinstance(code, int):  # as Python exits: None is success, a message goes to stderr
+                if code is not None:
+                    print(code, file=sys.stderr)
+                code = 0 if code is None else 1
+    result = subprocess.CompletedProcess(argv, code, out.getvalue(), err.getvalue())
+    if check and code:
+        raise AssertionError(
+            f"{main.__module__} {' '.join(argv)} failed ({code}):\n{result.stdout[-3000:]}\n{result.stderr[-5000:]}"
+        )
+    return result
+
+
 def classes_in_checkpoint(path) -> list:
     """The classes a checkpoint's pickle names beyond torch's own (what weights_only loading must
     allow), whatever this process has allowed already (the plugin allows argparse.Namespace)."""

@@ -7,9 +7,11 @@ import pytest
 import sacrebleu
 import torch
 import yaml
-from conftest import TINY_TRAIN, console, copy_task_files, run_command, tiny_config
+from conftest import TINY_TRAIN, copy_task_files, run_command, run_main, tiny_config
 
 from phm_experiments.averaging import AveragingError, average_checkpoints, last_epoch_checkpoints, same_tensor
+from phm_experiments.cli import collect as phm_collect
+from phm_experiments.cli import run as phm_run
 from phm_experiments.fairseq_train import early_stopping_state, training_arguments
 from phm_experiments.logs import TrainingLog
 from phm_experiments.results import Result
@@ -130,7 +132,7 @@ def test_phm_run_trains_to_convergence_and_scores_the_best_and_the_averaged_chec
     path = configs / "phm.yaml"
     path.write_text(yaml.safe_dump(config))
     runs = tmp_path / "runs"
-    run_command(console("phm-run"), path, "--runs-dir", runs)
+    run_main(phm_run.main, path, "--runs-dir", runs)
     run = runs / "converged" / "phm" / "seed1"
     result = Result.read(run / "result.json")
     training = result.training
@@ -151,7 +153,7 @@ def test_phm_run_trains_to_convergence_and_scores_the_best_and_the_averaged_chec
         assert evaluation.chrf == round(sacrebleu.corpus_chrf(hypotheses, [references]).score, 2)
 
     # phm-collect: the averaged checkpoint's row beside the run's, and where the training stopped
-    run_command(console("phm-collect"), runs / "converged", "--out", tmp_path / "report")
+    run_main(phm_collect.main, runs / "converged", "--out", tmp_path / "report")
     report = (tmp_path / "report.md").read_text()
     lines = report.splitlines()
 
@@ -166,7 +168,7 @@ def test_phm_run_trains_to_convergence_and_scores_the_best_and_the_averaged_chec
 
     # result.json lost: evaluated again, not trained again (early stopping had ended the training)
     (run / "result.json").unlink()
-    again = run_command(console("phm-run"), path, "--runs-dir", runs)
+    again = run_main(phm_run.main, path, "--runs-dir", runs)
     assert "early stopping ended it: the training finished already" in again.stdout
     assert Result.read(run / "result.json").training.last_epoch == training.last_epoch
 

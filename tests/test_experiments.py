@@ -10,10 +10,11 @@ import sys
 import pytest
 import torch
 import yaml
-from conftest import TRAIN_COMMAND, console, copy_task_files, run_command, tiny_config
+from conftest import TRAIN_COMMAND, copy_task_files, run_main, tiny_config
 from pydantic import TypeAdapter, ValidationError
 
 from phm_experiments import commands
+from phm_experiments.cli import collect as phm_collect
 from phm_experiments.cli import run as phm_run
 from phm_experiments.config import load_config
 from phm_experiments.logs import TrainingLog, read_records
@@ -44,7 +45,7 @@ def kit(tmp_path_factory):
         "train: {arch: transformer_twin_demo, max-update: 25}\n"
     )
     runs = root / "runs"
-    out = run_command(console("phm-run"), configs / "student.yaml", "--runs-dir", runs, timeout=900)
+    out = run_main(phm_run.main, configs / "student.yaml", "--runs-dir", runs)
     return {
         "root": root,
         "configs": configs,
@@ -390,7 +391,7 @@ def test_init_and_evaluation_after_each_epoch(kit, tmp_path):
     assert (run_dir / "hypotheses.epoch2.txt").exists()
 
     out = tmp_path / "report"
-    run_command(console("phm-collect"), kit["runs"] / "kit", "--out", out)
+    run_main(phm_collect.main, kit["runs"] / "kit", "--out", out)
     rows = {row["row"]: row for row in csv.DictReader(open(f"{out}.csv"))}
     assert {"finetuned", "finetuned@0ep", "finetuned@1ep", "finetuned@2ep", "teacher"} <= set(rows)
     assert float(rows["finetuned@2ep"]["score"]) == result.epoch_evaluations[2].score

@@ -7,8 +7,10 @@ import shutil
 import pytest
 import torch
 import yaml
-from conftest import TINY, TRAIN_COMMAND, console, run_command
+from conftest import TINY, TRAIN_COMMAND, console, run_command, run_main
 
+from phm_experiments.cli import collect as phm_collect
+from phm_experiments.cli import run as phm_run
 from phm_experiments.config import ConfigError, expand, load_config
 from phm_experiments.logs import TrainingLog
 
@@ -51,7 +53,7 @@ def grid(copy_task, tmp_path_factory):
         "extends: _base.yaml\npaper: {bleu: 99.9}\ntrain: {arch: phm_transformer_demo, phm-n: 2}\n"
     )
     runs = root / "runs"
-    first = run_command(console("phm-run"), configs, "--runs-dir", runs, "--seeds", "1", "2", timeout=900)
+    first = run_main(phm_run.main, configs, "--runs-dir", runs, "--seeds", "1", "2")
     return root, configs, runs, first.stdout
 
 
@@ -70,7 +72,7 @@ def test_every_config_and_seed_runs_once_and_then_is_skipped(grid):
     assert training["words_per_second"] > 0
     assert training["seconds_per_100_updates"] == pytest.approx(100 * training["train_seconds"] / 40, rel=0.01)
     assert result["parameters"]["without_embeddings"] < result["parameters"]["dense_without_embeddings"]
-    again = run_command(console("phm-run"), configs, "--runs-dir", runs, "--seeds", "1", "2")
+    again = run_main(phm_run.main, configs, "--runs-dir", runs, "--seeds", "1", "2")
     assert again.stdout.count("done already") == 4 and TRAIN_COMMAND not in again.stdout
 
 
@@ -78,7 +80,7 @@ def test_collect_makes_the_papers_table_from_the_runs(grid, tmp_path):
     _root, _configs, runs, _log = grid
     out = tmp_path / "report"
     (tmp_path / "report.epochs.png").write_bytes(b"an earlier collect's plot")
-    collected = run_command(console("phm-collect"), runs / "tiny", "--out", out)
+    collected = run_command(console("phm-collect"), runs / "tiny", "--out", out)  # the installed command
     # no run has evaluate.epochs: no epochs plot, and none left from before beside this report
     assert not (tmp_path / "report.epochs.png").exists() and "epochs.png" not in collected.stdout
     results = {p.parent.parent.name: [] for p in runs.rglob("result.json")}
@@ -105,7 +107,7 @@ def test_speeds_are_set_against_the_dense_model_only_like_for_like(grid, tmp_pat
     in the table, its ratio to the dense model's does not."""
     _root, _configs, runs, _log = grid
     shutil.copytree(runs / "tiny", tmp_path / "tiny")
-    run_command(console("phm-collect"), tmp_path / "tiny", "--out", tmp_path / "same")
+    run_main(phm_collect.main, tmp_path / "tiny", "--out", tmp_path / "same")
     rows = {row["row"]: row for row in csv.DictReader(open(tmp_path / "same.csv"))}
     assert float(rows["phm_n2"]["train_speed_vs_dense"]) > 0 and rows["phm_n2"]["eval_speed_vs_dense"]
     threads = json.loads((runs / "tiny/transformer/seed1/result.json").read_text())["environment"]["threads"]
@@ -113,7 +115,7 @@ def test_speeds_are_set_against_the_dense_model_only_like_for_like(grid, tmp_pat
     result = json.loads(record.read_text())
     result["environment"]["threads"] = threads + 1
     record.write_text(json.dumps(result))
-    collected = run_command(console("phm-collect"), tmp_path / "tiny", "--out", tmp_path / "mixed")
+    collected = run_main(phm_collect.main, tmp_path / "tiny", "--out", tmp_path / "mixed")
     rows = {row["row"]: row for row in csv.DictReader(open(tmp_path / "mixed.csv"))}
     assert rows["phm_n2"]["threads"] == f"{threads} / {threads + 1}"
     assert rows["phm_n2"]["train_speed_vs_dense"] == rows["phm_n2"]["eval_speed_vs_dense"] == ""
@@ -123,7 +125,7 @@ def test_speeds_are_set_against_the_dense_model_only_like_for_like(grid, tmp_pat
     assert result["environment"]["cpu_capability"] == torch.backends.cpu.get_cpu_capability()
     result["environment"].update(threads=threads, cpu_capability="another")
     record.write_text(json.dumps(result))
-    run_command(console("phm-collect"), tmp_path / "tiny", "--out", tmp_path / "kernels")
+    run_main(phm_collect.main, tmp_path / "tiny", "--out", tmp_path / "kernels")
     rows = {row["row"]: row for row in csv.DictReader(open(tmp_path / "kernels.csv"))}
     assert rows["phm_n2"]["threads"] == f"{threads} / {threads}" and rows["phm_n2"]["train_speed_vs_dense"] == ""
     assert rows["phm_n2"]["cpu_kernels"].endswith(" / another")

@@ -13,8 +13,10 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import TRAIN_COMMAND, console, copy_task_files, run_command, tiny_config, with_default_sigint
+from conftest import TRAIN_COMMAND, console, copy_task_files, run_main, tiny_config, with_default_sigint
 
+from phm_experiments.cli import collect as phm_collect
+from phm_experiments.cli import run as phm_run_cli
 from phm_experiments.config import ConfigError, load_config
 from phm_experiments.data import data_lock
 from phm_experiments.run_folder import run_lock
@@ -43,7 +45,8 @@ def config(setup, name: str, text: str = "extends: _base.yaml\n") -> Path:
 
 
 def phm_run(setup, *args, check=True):
-    return run_command(console("phm-run"), *args, "--runs-dir", setup["runs"], check=check)
+    """phm-run in this process (the tests of signals and of two phm-runs side by side start their own)."""
+    return run_main(phm_run_cli.main, *args, "--runs-dir", setup["runs"], check=check)
 
 
 def run_folder(setup, name: str, seed: int = 1) -> Path:
@@ -209,7 +212,7 @@ def test_a_broken_result_json_gets_the_advice_that_keeps_the_training(setup):
         (folder / "result.json").write_text(content)
         out = phm_run(setup, path, check=False)
         assert out.returncode == 1 and problem in out.stderr and "Delete that file and run phm-run again" in out.stderr
-        collected = run_command(console("phm-collect"), folder.parent, "--out", setup["root"] / "broken", check=False)
+        collected = run_main(phm_collect.main, folder.parent, "--out", setup["root"] / "broken", check=False)
         assert collected.returncode == 1 and problem in collected.stderr
         assert "Traceback" not in out.stderr + collected.stderr
     (folder / "result.json").unlink()
@@ -241,9 +244,7 @@ def test_collect_refuses_to_average_seeds_of_different_configs(setup):
     phm_run(setup, path, "--seeds", "1")
     config(setup, "edited.yaml", "extends: _base.yaml\ntrain: {lr: 0.002}\n")
     phm_run(setup, path, "--seeds", "2")
-    out = run_command(
-        console("phm-collect"), setup["runs"] / "rel" / "edited", "--out", setup["root"] / "edited", check=False
-    )
+    out = run_main(phm_collect.main, setup["runs"] / "rel" / "edited", "--out", setup["root"] / "edited", check=False)
     assert out.returncode == 1 and "seed 1 and seed 2 ran different configs" in out.stderr
     assert "train.lr: 0.005 -> 0.002" in out.stderr
 
@@ -251,7 +252,7 @@ def test_collect_refuses_to_average_seeds_of_different_configs(setup):
 def test_collect_refuses_an_out_path_it_cannot_write(setup, tmp_path):
     (tmp_path / "file").write_text("")
     for out in ("", "reports/", str(tmp_path / "file" / "report")):
-        result = run_command(console("phm-collect"), setup["runs"], "--out", out, check=False)
+        result = run_main(phm_collect.main, setup["runs"], "--out", out, check=False)
         assert result.returncode == 2 and "--out" in result.stderr and "Traceback" not in result.stderr
     assert not list(Path.cwd().glob(".*.md"))
 
@@ -303,7 +304,7 @@ def test_a_model_that_cannot_be_built_is_refused_before_any_config_runs(setup):
 
 def test_runs_dir_that_is_a_file_is_refused(setup, tmp_path):
     (tmp_path / "runs").write_text("")
-    out = run_command(console("phm-run"), config(setup, "x.yaml"), "--runs-dir", tmp_path / "runs", check=False)
+    out = run_main(phm_run_cli.main, config(setup, "x.yaml"), "--runs-dir", tmp_path / "runs", check=False)
     assert out.returncode == 2 and "is a file, not a folder of runs" in out.stderr and "Traceback" not in out.stderr
 
 
