@@ -4,7 +4,7 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 
-.PHONY: demo results converged converged-report test lint bench bench-lstm gpu-wheels gpu-dry-run install clean
+.PHONY: demo results converged converged-report test test-fast lint bench bench-lstm gpu-wheels gpu-dry-run install clean
 
 # Multi30k en-de (bundled): prepare, train PHM-Transformer n=4 and its dense twin, translate
 # the test set (beam 5, lenpen 0.6), score with sacrebleu, then the table and plots.
@@ -32,8 +32,13 @@ converged: install
 converged-report: install
 	scripts/converged.sh report
 
+# The whole suite, then its 25 slowest tests (what to cut first when it grows): docs/testing.md
 test: install
-	$(PY) -m pytest
+	$(PY) -m pytest --durations=25
+
+# The day-to-day loop: everything but the end-to-end runs marked slow
+test-fast: install
+	$(PY) -m pytest -m "not slow"
 
 # ruff, pinned in constraints.txt and configured in pyproject.toml: lint and format
 lint: install
