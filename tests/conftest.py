@@ -1,3 +1,5 @@
+import contextlib
+import logging
 import math
 import os
 import re
@@ -72,7 +74,6 @@ def run_main(main, *args, check=True):
     """A command's ``main(argv)`` (phm-run, phm-collect, phm-params, ...) in this process, where torch
     and fairseq are imported already: what run_command gives (returncode, stdout, stderr), without the
     seconds a new process spends importing them."""
-    import contextlib
     import io
     import subprocess
 
@@ -109,10 +110,11 @@ def classes_in_checkpoint(path) -> list:
 
 
 def fairseq_preprocess(raw: Path, source: str, target: str, *extra, dest=None) -> Path:
-    """Binarizes raw/{train,valid,test}.{source,target} with a joined dictionary into dest (raw/bin)."""
+    """Binarizes raw/{train,valid,test}.{source,target} with a joined dictionary into dest (raw/bin):
+    fairseq-preprocess's own main, in this process."""
     dest = dest or raw / "bin"
-    run_command(
-        console("fairseq-preprocess"),
+    run_main(
+        preprocess_main,
         *("--source-lang", source, "--target-lang", target),
         *("--trainpref", raw / "train", "--validpref", raw / "valid", "--testpref", raw / "test"),
         *("--destdir", dest, "--joined-dictionary", "--workers", "1"),
@@ -121,12 +123,37 @@ def fairseq_preprocess(raw: Path, source: str, target: str, *extra, dest=None) -
     return dest
 
 
+def preprocess_main(argv):
+    """fairseq-preprocess's cli_main on ``argv``, logging to stdout as the command does."""
+    from fairseq import options
+    from fairseq_cli import preprocess
+
+    args = options.get_preprocessing_parser().parse_args(argv)
+    handlers = set(preprocess.logger.handlers)
+    try:
+        with fairseq_logging():
+            preprocess.main(args)
+    finally:  # main adds a handler that writes DESTDIR/preprocess.log: one per call, closed after it
+        for handler in set(preprocess.logger.handlers) - handlers:
+            preprocess.logger.removeHandler(handler)
+            handler.close()
+
+
+def generate_args(data: Path) -> list:
+    """Moses tokenization and subword-nmt BPE as data-prep wrote them into data/prep.json: fairseq's options that
+    read raw sentences and print detokenized hypotheses."""
+    import json
+
+    return json.loads((data / "prep.json").read_text())["generate_args"].split()
+
+
 def fairseq_generate(data: Path, checkpoint: Path, *extra, check=True):
-    """fairseq-generate on the test split as the README runs it (beam 5, lenpen 0.6), with the plugin."""
+    """fairseq-generate on the test split as the README runs it (beam 5, lenpen 0.6), with the plugin: its own
+    main in this process, its output and log records in ``.stdout`` as the command prints them."""
     import phm_fairseq
 
-    return run_command(
-        console("fairseq-generate"),
+    return run_main(
+        generate_main,
         data,
         *("--user-dir", phm_fairseq.__path__[0], "--path", checkpoint, "--gen-subset", "test"),
         *("--beam", "5", "--lenpen", "0.6", "--required-batch-size-multiple", "1"),
@@ -134,6 +161,34 @@ def fairseq_generate(data: Path, checkpoint: Path, *extra, check=True):
         *extra,
         check=check,
     )
+
+
+def generate_main(argv):
+    """fairseq-generate's cli_main on ``argv``, logging to stdout as the command does."""
+    from fairseq import options
+    from fairseq_cli import generate
+
+    parser = options.get_generation_parser()
+    parser.add_argument("--arch", "-a", metavar="ARCH", default="wav2vec2")  # as cli_main adds it
+    with fairseq_logging():
+        generate.main(options.parse_args_and_arch(parser, input_args=argv))
+
+
+@contextlib.contextmanager
+def fairseq_logging():
+    """fairseq's commands log through the root logger, which their basicConfig points at stdout at INFO
+    where nothing else has: in this process, a handler of that format on stdout for the call (their
+    basicConfig then leaves the root alone, and the records land in run_main's stdout)."""
+    root, handler = logging.getLogger(), logging.StreamHandler(sys.stdout)
+    handler.setFormatter(logging.Formatter("%(asctime)s | %(levelname)s | %(name)s | %(message)s", "%Y-%m-%d %H:%M:%S"))
+    level = root.level
+    root.addHandler(handler)
+    root.setLevel(logging.INFO)
+    try:
+        yield
+    finally:
+        root.removeHandler(handler)
+        root.setLevel(level)
 
 
 def assert_trained_in_half_precision(log: str, fall: float) -> None:
@@ -212,18 +267,64 @@ def copy_task(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="session")
-def multi30k_slice(tmp_path_factory) -> Path:
-    """The first 2,000 training pairs of the bundled Multi30k en-de, word-level (no BPE)."""
+def multi30k_bpe(tmp_path_factory) -> Path:
+    """2,000 Multi30k en-de training pairs (100 valid, 100 test) through data-prep/multi30k.sh:
+    sacremoses tokenization and 1,000 subword-nmt merges, as for a real model."""
     import gzip
 
-    root = tmp_path_factory.mktemp("multi30k")
-    sources = {"train": ("train", 2000), "valid": ("val", 100), "test": ("test_2016_flickr", 50)}
-    for split, (name, size) in sources.items():
+    root = tmp_path_factory.mktemp("multi30k_bpe")
+    (root / "src").mkdir()
+    for name, size in (("train", 2000), ("val", 100), ("test_2016_flickr", 100)):
         for lang in ("en", "de"):
             with gzip.open(REPO / "data" / "multi30k" / f"{name}.{lang}.gz", "rt", encoding="utf-8") as f:
-                lines = [line.lower().replace(".", " .").replace(",", " ,") for line in f.read().splitlines()[:size]]
-            (root / f"{split}.{lang}").write_text("\n".join(lines) + "\n")
-    return fairseq_preprocess(root, "en", "de", "--thresholdsrc", "2")
+                lines = f.read().splitlines()[:size]
+            with gzip.open(root / "src" / f"{name}.{lang}.gz", "wt", encoding="utf-8") as f:
+                f.write("\n".join(lines) + "\n")
+    script = REPO / "data-prep" / "multi30k.sh"
+    run_command(
+        "bash", script, "--src-dir", root / "src", "--out", root / "bin", "--bpe-size", "1000", "--workers", "1"
+    )
+    return root / "bin"
+
+
+# --- trained once per test run, shared by the modules that read a trained model ------------------
+
+
+class TrainedOnFirstUse(dict):
+    """{key: train(key)}, each trained when a test first asks for it."""
+
+    def __init__(self, train_one):
+        super().__init__()
+        self.train_one = train_one
+
+    def __missing__(self, key):
+        self[key] = self.train_one(key)
+        return self[key]
+
+
+@pytest.fixture(scope="session")
+def copy_models(copy_task, tmp_path_factory):
+    """Each model of ARCHS trained by fairseq-train on copy_task, 300 updates unless ARCHS says more, with
+    TensorBoard logs: {name: (checkpoint_best.pt, the training's output)}. Tests read these; a test that
+    trains on writes into its own folder."""
+
+    def train_one(name):
+        save_dir = tmp_path_factory.mktemp(name)
+        result = train(
+            copy_task, save_dir, "--max-update", "300", *ARCHS[name], "--tensorboard-logdir", save_dir / "tensorboard"
+        )
+        return save_dir / "checkpoint_best.pt", result.stdout + result.stderr
+
+    return TrainedOnFirstUse(train_one)
+
+
+@pytest.fixture(scope="session")
+def multi30k_phm(multi30k_bpe, tmp_path_factory):
+    """A tiny PHM-Transformer (n=4, fused Q/K/V) trained by fairseq-train on multi30k_bpe for 300
+    updates: (its checkpoint folder, the training's output). Tests read it; one that trains on copies it."""
+    save_dir = tmp_path_factory.mktemp("multi30k_phm")
+    result = train(multi30k_bpe, save_dir, *ARCHS["phm-n4-fused"], "--max-update", "300")
+    return save_dir, result.stdout + result.stderr
 
 
 # --- helpers of several test files ----------------------------------------------------------

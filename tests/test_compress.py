@@ -13,11 +13,10 @@ import torch
 from conftest import (
     TINY_FLAGS,
     classes_in_checkpoint,
-    console,
     fairseq_generate,
     hypotheses,
     losses,
-    run_command,
+    run_main,
     train,
     transformer_body,
 )
@@ -259,10 +258,9 @@ def compressed(dense, out, *flags):
 
 
 @pytest.fixture(scope="module")
-def dense_twin(copy_task, tmp_path_factory):
-    save_dir = tmp_path_factory.mktemp("dense_twin")
-    train(copy_task, save_dir, "--arch", "transformer_twin_demo", "--max-update", "200")
-    return save_dir / "checkpoint_best.pt"
+def dense_twin(copy_models):
+    """The dense twin trained on the copy task (conftest): its checkpoint, which the tests only read."""
+    return copy_models["dense-twin"][0]
 
 
 @pytest.fixture(scope="module")
@@ -416,8 +414,8 @@ def test_fairseq_train_fine_tunes_the_compressed_model(phm_twins, fresh_phm_n2, 
 
 @pytest.mark.slow
 def test_the_command_prints_the_table_and_the_fine_tuning_flags(dense_twin, tmp_path):
-    out = run_command(
-        console("phm-compress"),
+    out = run_main(
+        compress_cli.main,
         dense_twin,
         "--arch",
         "quaternion_transformer_demo",

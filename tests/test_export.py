@@ -3,7 +3,6 @@ and as a CTranslate2 model; the hub interface with and without the plugin."""
 
 import contextlib
 import copy
-import gzip
 import io
 import json
 import os
@@ -16,7 +15,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import ARCHS, REPO, TINY_FLAGS, console, fairseq_generate, hypotheses, run_command, train
+from conftest import ARCHS, REPO, TINY_FLAGS, console, fairseq_generate, generate_args, hypotheses
 
 import phm_fairseq
 from phm_fairseq.cli import export as export_cli
@@ -76,30 +75,15 @@ def exported(checkpoint, out, *flags):
 
 
 @pytest.fixture(scope="module")
-def corpus(tmp_path_factory):
-    """2,000 Multi30k en-de training pairs (100 valid, 100 test) through data-prep/multi30k.sh:
-    sacremoses tokenization and 1,000 subword-nmt merges, as for a real model."""
-    root = tmp_path_factory.mktemp("multi30k_bpe")
-    (root / "src").mkdir()
-    for name, size in (("train", 2000), ("val", 100), ("test_2016_flickr", 100)):
-        for lang in ("en", "de"):
-            with gzip.open(REPO / "data" / "multi30k" / f"{name}.{lang}.gz", "rt", encoding="utf-8") as f:
-                lines = f.read().splitlines()[:size]
-            with gzip.open(root / "src" / f"{name}.{lang}.gz", "wt", encoding="utf-8") as f:
-                f.write("\n".join(lines) + "\n")
-    script = REPO / "data-prep" / "multi30k.sh"
-    run_command(
-        "bash", script, "--src-dir", root / "src", "--out", root / "bin", "--bpe-size", "1000", "--workers", "1"
-    )
-    return root / "bin"
+def corpus(multi30k_bpe):
+    """2,000 Multi30k en-de pairs through data-prep/multi30k.sh (conftest)."""
+    return multi30k_bpe
 
 
 @pytest.fixture(scope="module")
-def phm(corpus, tmp_path_factory):
-    """A tiny PHM-Transformer (n=4, fused Q/K/V) trained on the corpus: its checkpoint."""
-    save_dir = tmp_path_factory.mktemp("phm")
-    train(corpus, save_dir, *ARCHS["phm-n4-fused"], "--max-update", "300")
-    return save_dir / "checkpoint_best.pt"
+def phm(multi30k_phm):
+    """A tiny PHM-Transformer (n=4, fused Q/K/V) trained on the corpus (conftest): its checkpoint."""
+    return multi30k_phm[0] / "checkpoint_best.pt"
 
 
 @pytest.fixture(scope="module")
@@ -110,11 +94,6 @@ def dense(phm, tmp_path_factory):
 
 def raw_test_sentences(corpus, count=None) -> list:
     return (corpus / "raw" / "test.en").read_text(encoding="utf-8").splitlines()[:count]
-
-
-def generate_args(corpus) -> list:
-    """Moses tokenization and subword-nmt BPE as data-prep wrote them (detokenized hypotheses)."""
-    return json.loads((corpus / "prep.json").read_text())["generate_args"].split()
 
 
 def differing(a: list, b: list) -> int:

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import torch
 import yaml
-from conftest import NO_PREFETCH_THREAD, classes_in_checkpoint
+from conftest import NO_PREFETCH_THREAD, classes_in_checkpoint, run_main
 
 import phm_fairseq  # noqa: F401  (registers the task, models, criterion)
 from phm_fairseq.cli import evaluate as phm_evaluate
@@ -516,7 +516,9 @@ def test_training_logs_accuracy_and_beats_the_majority_class(sick_data, trained)
     checkpoint, log = trained
     assert "| train | epoch 006 |" in log and "accuracy" in log.split("| train | epoch 006 |")[1].splitlines()[0]
     assert "valid on 'valid' subset" in log and "best_accuracy" in log
-    out = run(["phm-evaluate", sick_data[0], "--path", checkpoint, "--subset", "test", "--batch-size", "64", "--json"])
+    out = run_main(
+        phm_evaluate.main, sick_data[0], "--path", checkpoint, "--subset", "test", "--batch-size", "64", "--json"
+    )
     assert out.returncode == 0, out.stderr
     report = json.loads(out.stdout.strip().splitlines()[-1])
     assert report["examples"] == TEST_PAIRS and sum(map(sum, report["confusion"])) == TEST_PAIRS
@@ -579,6 +581,6 @@ def test_memory_efficient_fp16_trains_and_resumes_the_phm_lstm_on_cpu(sick_data,
     assert_trained_in_half_precision(out.stdout + out.stderr, fall=0.9)
     out = run([*command, "--max-update", "160"])
     assert out.returncode == 0 and "Loaded checkpoint" in out.stdout + out.stderr and "num_updates 160" in out.stdout
-    out = run(["phm-evaluate", data, "--path", tmp_path / "checkpoint_last.pt", "--subset", "test", "--json"])
+    out = run_main(phm_evaluate.main, data, "--path", tmp_path / "checkpoint_last.pt", "--subset", "test", "--json")
     assert out.returncode == 0, out.stderr[-3000:]
     assert json.loads(out.stdout.strip().splitlines()[-1])["examples"] == TEST_PAIRS

@@ -11,11 +11,12 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import NO_PREFETCH_THREAD
+from conftest import NO_PREFETCH_THREAD, run_main
 
 import phm_fairseq  # noqa: F401  (registers the task, models, criterion)
 from phm_experiments.commands import options
 from phm_experiments.config import load_config
+from phm_fairseq.cli import evaluate as phm_evaluate
 from phm_fairseq.cli import params as phm_params
 
 REPO = Path(__file__).resolve().parent.parent
@@ -375,7 +376,9 @@ def trained(sva_data, tmp_path_factory):
 def test_classifier_beats_the_majority_class_on_held_out_rows(sva_data, trained):
     checkpoint, log = trained
     assert "| train | epoch 010 |" in log and "best_accuracy" in log
-    out = run(["phm-evaluate", sva_data[0], "--path", checkpoint, "--subset", "test", "--batch-size", "64", "--json"])
+    out = run_main(
+        phm_evaluate.main, sva_data[0], "--path", checkpoint, "--subset", "test", "--batch-size", "64", "--json"
+    )
     assert out.returncode == 0, out.stderr
     report = json.loads(out.stdout.strip().splitlines()[-1])
     assert report["labels"] == ["singular", "plural"]

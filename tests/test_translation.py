@@ -4,6 +4,7 @@ import copy
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 
@@ -19,6 +20,7 @@ from conftest import (
     classes_in_checkpoint,
     console,
     fairseq_generate,
+    generate_args,
     hypotheses,
     losses,
     run_command,
@@ -31,18 +33,9 @@ from phm_fairseq.models.export import densify
 
 
 @pytest.fixture(scope="module", params=list(ARCHS))
-def trained(request, copy_task, tmp_path_factory):
-    save_dir = tmp_path_factory.mktemp(request.param)
-    result = train(
-        copy_task,
-        save_dir,
-        "--max-update",
-        "300",
-        *ARCHS[request.param],
-        "--tensorboard-logdir",
-        save_dir / "tensorboard",
-    )
-    return request.param, save_dir / "checkpoint_best.pt", result.stdout + result.stderr
+def trained(request, copy_models):
+    """(name, checkpoint, training output) of each model trained on the copy task (conftest)."""
+    return request.param, *copy_models[request.param]
 
 
 def test_copy_task_loss_falls_and_beam_search_copies(trained, copy_task):
@@ -202,71 +195,54 @@ def test_densify_keeps_the_function_and_drops_every_hypercomplex_layer(trained):
 # --- a real corpus through every command a user runs -------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def multi30k_run(multi30k_slice, tmp_path_factory):
-    save_dir = tmp_path_factory.mktemp("multi30k_phm")
-    result = train(multi30k_slice, save_dir, *ARCHS["phm-n4-fused"], "--max-update", "150")
-    return save_dir, result.stdout + result.stderr
-
-
-def test_multi30k_training_learns(multi30k_run):
-    _save_dir, log = multi30k_run
+def test_multi30k_training_learns(multi30k_phm):
+    _save_dir, log = multi30k_phm
     curve = losses(log)
     valid = losses(log, tag="valid")
     assert curve[-1] < 0.75 * curve[0] and valid[-1] < valid[0], (curve, valid)
 
 
-def test_resume_from_checkpoint_continues_the_run(multi30k_run, multi30k_slice):
-    save_dir, _log = multi30k_run
-    resumed = train(multi30k_slice, save_dir, *ARCHS["phm-n4-fused"], "--max-update", "170")
+def test_resume_from_checkpoint_continues_the_run(multi30k_phm, multi30k_bpe, tmp_path):
+    save_dir, _log = multi30k_phm
+    shutil.copy(save_dir / "checkpoint_last.pt", tmp_path)  # the shared run stays as it is
+    resumed = train(multi30k_bpe, tmp_path, *ARCHS["phm-n4-fused"], "--max-update", "320")
     log = resumed.stdout + resumed.stderr
     assert "Loaded checkpoint" in log and "(epoch" in log
-    assert re.search(r"num_updates[= ]170\b", log), "training continued from update 150 to 170"
+    assert re.search(r"num_updates[= ]320\b", log), "training continued from update 300 to 320"
 
 
-def test_generate_and_interactive_load_the_checkpoint_safely(multi30k_run, multi30k_slice):
-    save_dir, _log = multi30k_run
-    checkpoint = save_dir / "checkpoint_last.pt"
-    out = fairseq_generate(multi30k_slice, checkpoint)
-    assert len(hypotheses(out.stdout)) == 50 and "BLEU4" in out.stdout
-    interactive = subprocess.run(
-        [
-            console("fairseq-interactive"),
-            str(multi30k_slice),
-            *NO_PREFETCH_THREAD,
-            "--user-dir",
-            PLUGIN,
-            "--path",
-            str(checkpoint),
-            "--beam",
-            "5",
-            "--source-lang",
-            "en",
-            "--target-lang",
-            "de",
-        ],
-        input="a man is riding a bike .\ntwo dogs play in the snow .\n",
-        capture_output=True,
-        text=True,
-        timeout=300,
+def interactive(data, checkpoint, sentences: str, env=None):
+    """fairseq-interactive with the plugin, on raw sentences (data-prep's Moses tokenizer and BPE)."""
+    command = [console("fairseq-interactive"), data, *NO_PREFETCH_THREAD, "--user-dir", PLUGIN, "--path", checkpoint]
+    command += ["--beam", "5", "--source-lang", "en", "--target-lang", "de", *generate_args(data)]
+    return subprocess.run(
+        list(map(str, command)), input=sentences, capture_output=True, text=True, timeout=300, env=env
     )
-    assert interactive.returncode == 0, interactive.stderr[-3000:]
-    assert len(re.findall(r"^H-\d+\t", interactive.stdout, flags=re.M)) == 2
 
 
-def test_interactive_translation_is_the_same_on_either_product(multi30k_run, multi30k_slice):
+def test_generate_and_interactive_load_the_checkpoint_safely(multi30k_phm, multi30k_bpe):
+    save_dir, _log = multi30k_phm
+    checkpoint = save_dir / "checkpoint_last.pt"
+    out = fairseq_generate(multi30k_bpe, checkpoint)
+    assert len(hypotheses(out.stdout)) == 100 and "BLEU4" in out.stdout
+    result = interactive(multi30k_bpe, checkpoint, "A man is riding a bike.\nTwo dogs play in the snow.\n")
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert len(re.findall(r"^H-\d+\t", result.stdout, flags=re.M)) == 2
+
+
+def test_interactive_translation_is_the_same_on_either_product(multi30k_phm, multi30k_bpe):
     """fairseq-interactive decodes one sentence at a time (beam 5: five rows a step) and needs no flag
     for the factored product. At these small sizes the measured crossover keeps H, so each product
     is forced through the environment, as a user would force it."""
-    save_dir, _log = multi30k_run
+    save_dir, _log = multi30k_phm
     translations = {}
     for rows in ("1000000", "0"):
-        result = subprocess.run(
-            [console("fairseq-interactive"), str(multi30k_slice), *NO_PREFETCH_THREAD, "--user-dir", PLUGIN, "--path",
-             str(save_dir / "checkpoint_last.pt"), "--beam", "5", "--source-lang", "en", "--target-lang", "de"],
-            input="a man is riding a bike .\ntwo dogs play in the snow .\na woman reads a book .\n",
-            capture_output=True, text=True, timeout=300, env={**os.environ, "PHM_FACTORED_MAX_ROWS": rows},
-        )  # fmt: skip
+        result = interactive(
+            multi30k_bpe,
+            save_dir / "checkpoint_last.pt",
+            "A man is riding a bike.\nTwo dogs play in the snow.\nA woman reads a book.\n",
+            env={**os.environ, "PHM_FACTORED_MAX_ROWS": rows},
+        )
         assert result.returncode == 0, result.stderr[-3000:]
         translations[rows] = re.findall(r"^H-(\d+)\t(\S+)\t(.*)$", result.stdout, flags=re.M)
     factored, cached = translations["1000000"], translations["0"]
@@ -284,11 +260,11 @@ def test_the_environment_sets_the_rows_of_the_factored_product():
     assert "PHM_FACTORED_MAX_ROWS='many': expected a number of rows" in limit("many").stderr
 
 
-def test_checkpoints_open_without_the_plugin_and_fairseq_needs_it_to_build_the_model(multi30k_run, multi30k_slice):
+def test_checkpoints_open_without_the_plugin_and_fairseq_needs_it_to_build_the_model(multi30k_phm, multi30k_bpe):
     """A checkpoint holds no class of the plugin: torch alone opens it once argparse.Namespace is
     allowed (what the plugin's import allows, and fairseq 0.12 needs on torch >= 2.6: without it
     every fairseq checkpoint fails to load, stock ones too); building the model needs --user-dir."""
-    save_dir, _log = multi30k_run
+    save_dir, _log = multi30k_phm
     checkpoint = save_dir / "checkpoint_last.pt"
     assert classes_in_checkpoint(checkpoint) == ["argparse.Namespace"]
     inspect = (
@@ -309,7 +285,7 @@ def test_checkpoints_open_without_the_plugin_and_fairseq_needs_it_to_build_the_m
     ]
     generate = run_command(
         console("fairseq-generate"),
-        multi30k_slice,
+        multi30k_bpe,
         *NO_PREFETCH_THREAD,
         "--path",
         checkpoint,
@@ -320,10 +296,10 @@ def test_checkpoints_open_without_the_plugin_and_fairseq_needs_it_to_build_the_m
     assert generate.returncode != 0 and "argparse.Namespace" in generate.stderr  # torch's refusal, see troubleshooting
 
 
-def test_checkpoint_of_another_model_is_refused(multi30k_run, multi30k_slice, tmp_path):
-    save_dir, _log = multi30k_run
+def test_checkpoint_of_another_model_is_refused(multi30k_phm, multi30k_bpe, tmp_path):
+    save_dir, _log = multi30k_phm
     out = train(
-        multi30k_slice,
+        multi30k_bpe,
         tmp_path,
         *ARCHS["dense-twin"],
         "--max-update",
