@@ -34,6 +34,20 @@ TINY = {
 }
 
 
+def slow(fixture_function):
+    """Marks a fixture that trains a model or prepares a corpus with fairseq's commands: every test that
+    uses it, directly or through another fixture, is marked slow (make test-fast leaves it out)."""
+    fixture_function.slow = True
+    return fixture_function
+
+
+def pytest_collection_modifyitems(items):
+    for item in items:
+        definitions = item._fixtureinfo.name2fixturedefs.values() if hasattr(item, "_fixtureinfo") else ()
+        if any(getattr(definition.func, "slow", False) for chain in definitions for definition in chain):
+            item.add_marker(pytest.mark.slow)
+
+
 @pytest.fixture(scope="session")
 def shared_data() -> Path:
     """The workplace's real corpora (SICK, SNLI, SVA, ...): ``PHM_SHARED_DATA`` or ../shared/data.
@@ -267,6 +281,7 @@ def copy_task(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="session")
+@slow
 def multi30k_bpe(tmp_path_factory) -> Path:
     """2,000 Multi30k en-de training pairs (100 valid, 100 test) through data-prep/multi30k.sh:
     sacremoses tokenization and 1,000 subword-nmt merges, as for a real model."""
@@ -303,6 +318,7 @@ class TrainedOnFirstUse(dict):
 
 
 @pytest.fixture(scope="session")
+@slow
 def copy_models(copy_task, tmp_path_factory):
     """Each model of ARCHS trained by fairseq-train on copy_task, 300 updates unless ARCHS says more, with
     TensorBoard logs: {name: (checkpoint_best.pt, the training's output)}. Tests read these; a test that
@@ -319,6 +335,7 @@ def copy_models(copy_task, tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
+@slow
 def multi30k_phm(multi30k_bpe, tmp_path_factory):
     """A tiny PHM-Transformer (n=4, fused Q/K/V) trained by fairseq-train on multi30k_bpe for 300
     updates: (its checkpoint folder, the training's output). Tests read it; one that trains on copies it."""

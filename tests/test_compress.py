@@ -17,6 +17,7 @@ from conftest import (
     hypotheses,
     losses,
     run_main,
+    slow,
     train,
     transformer_body,
 )
@@ -348,6 +349,7 @@ def test_outputs_approach_the_dense_models_as_n_falls(dense_twin, phm_twins, cop
 
 
 @pytest.fixture(scope="module")
+@slow
 def fresh_phm_n2(copy_task, tmp_path_factory):
     """A PHM n=2 model trained from scratch as long as the fine-tuning below: the baseline."""
     result = train(
@@ -439,6 +441,7 @@ def test_the_command_prints_the_table_and_the_fine_tuning_flags(dense_twin, tmp_
 
 
 @pytest.fixture(scope="module")
+@slow
 def dense_fairseq(copy_task, tmp_path_factory):
     save_dir = tmp_path_factory.mktemp("dense_fairseq")
     train(copy_task, save_dir, "--arch", "transformer", "--max-update", "5")
@@ -733,6 +736,7 @@ def test_models_that_do_not_correspond_one_to_one_are_refused(copy_task):
         compress_into(dense, target)
 
 
+@pytest.mark.slow
 def test_kronecker_structure_script_rebuilds_the_initial_weights(copy_task, tmp_path, capsys):
     """scripts/kronecker_structure.py compares a run's weights with their initialisation, which
     it rebuilds from the run's command: a run whose one update has learning rate 0 kept them."""

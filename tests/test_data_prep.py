@@ -21,6 +21,9 @@ from pathlib import Path
 
 import pytest
 
+# every test runs a data-prep script for real: bash, the text tools and fairseq-preprocess
+pytestmark = pytest.mark.slow
+
 REPO = Path(__file__).resolve().parent.parent
 MULTI30K = REPO / "data" / "multi30k"
 # the scripts find their tools on PATH: those of the environment running the tests

@@ -7,7 +7,7 @@ import pytest
 import sacrebleu
 import torch
 import yaml
-from conftest import TINY_TRAIN, copy_task_files, run_command, run_main, tiny_config
+from conftest import TINY_TRAIN, copy_task_files, run_command, run_main, slow, tiny_config
 
 from phm_experiments.averaging import AveragingError, average_checkpoints, last_epoch_checkpoints, same_tensor
 from phm_experiments.cli import collect as phm_collect
@@ -20,6 +20,7 @@ PATIENCE = 2
 
 
 @pytest.fixture(scope="module")
+@slow
 def data(tmp_path_factory):
     """Training pairs copy their source; validation pairs do not (their targets are other random
     strings), so the validation loss falls, then rises as the model learns to copy: early stopping

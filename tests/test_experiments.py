@@ -10,7 +10,7 @@ import sys
 import pytest
 import torch
 import yaml
-from conftest import TRAIN_COMMAND, copy_task_files, run_main, tiny_config
+from conftest import TRAIN_COMMAND, copy_task_files, run_main, slow, tiny_config
 from pydantic import TypeAdapter, ValidationError
 
 from phm_experiments import commands
@@ -27,6 +27,7 @@ from phm_fairseq.modules import ParameterCount
 
 
 @pytest.fixture(scope="module")
+@slow
 def kit(tmp_path_factory):
     """A 200-pair copy task, configs/kit/_base.yaml, teacher.yaml (a dense model, 20 updates) and
     student.yaml (fine-tuned from the teacher's last checkpoint), run by phm-run student.yaml: the

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import torch
 import yaml
-from conftest import NO_PREFETCH_THREAD, classes_in_checkpoint, run_main
+from conftest import NO_PREFETCH_THREAD, classes_in_checkpoint, run_main, slow
 
 import phm_fairseq  # noqa: F401  (registers the task, models, criterion)
 from phm_fairseq.cli import evaluate as phm_evaluate
@@ -43,6 +43,7 @@ def sick_copy(shared_data, folder: Path, trial_pairs=TEST_PAIRS, edit=None) -> P
 
 
 @pytest.fixture(scope="module")
+@slow
 def sick_data(shared_data, tmp_path_factory):
     """data-bin made by data-prep/sick.sh --trial-as-test from the real SICK files."""
     root = tmp_path_factory.mktemp("sick")
@@ -63,6 +64,7 @@ def test_data_prep_sick_offline(sick_data):
     assert "500 held out (seed 1)" in log and "skipped by rule: 0 empty premise or hypothesis" in log
 
 
+@pytest.mark.slow
 def test_data_prep_snli_counts_what_it_skips_by_rule(shared_data, tmp_path):
     rows = (shared_data / "snli" / "snli_1.0_dev.tok.tsv").read_text().splitlines(keepends=True)
     header, rows = rows[0], rows[1:]
@@ -88,6 +90,7 @@ def snli_rows(shared_data, count):
     return [row.split("\t") for row in rows]
 
 
+@pytest.mark.slow
 def test_data_prep_multinli_jsonl_with_matched_and_mismatched_tests(shared_data, tmp_path):
     src = tmp_path / "src"
     src.mkdir()
@@ -116,6 +119,7 @@ def test_data_prep_multinli_jsonl_with_matched_and_mismatched_tests(shared_data,
     assert (data / "tmp" / "train.premise").read_text().splitlines()[0] == rows[0][1]  # parse brackets gone
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fmt", ["scitail-tsv", "dnli-json", "quora-tsv"])
 def test_release_formats_and_their_labels(shared_data, tmp_path, fmt):
     rows = snli_rows(shared_data, 6)
@@ -224,6 +228,7 @@ def test_data_prep_refuses_unknown_options_with_the_usage(shared_data, tmp_path)
     assert not (tmp_path / "data").exists() and not (REPO / "data-bin" / "snli").exists()
 
 
+@pytest.mark.slow
 def test_data_prep_reads_lines_at_newlines_only_and_writes_prep_json(shared_data, tmp_path):
     """A train file without its final newline, with "\\r\\n" endings, U+2028 and a lone "\\r"
     inside lines gives its 300 examples, one a line; prep.json says what was made from what; the
@@ -407,6 +412,7 @@ def test_glove_loading(tmp_path, shared_data):
         glove_embeddings(str(tmp_path / "bad.txt"), dictionary, 50)
 
 
+@pytest.mark.slow
 def test_data_prep_glove_keeps_each_name_and_follows_the_contract(shared_data, tmp_path):
     """glove.sh: one file per --name in its folder; another name keeps those before (the same
     file, linked); prep.json lists them; a folder it did not make, an empty file, --dest and
@@ -463,6 +469,7 @@ def test_data_prep_glove_keeps_each_name_and_follows_the_contract(shared_data, t
 
 
 @pytest.fixture(scope="module")
+@slow
 def trained(sick_data, shared_data, tmp_path_factory):
     """A small PHM-LSTM trained with fairseq-train on the real SICK training pairs."""
     root = tmp_path_factory.mktemp("train")

@@ -7,7 +7,7 @@ import shutil
 import pytest
 import torch
 import yaml
-from conftest import TINY, TRAIN_COMMAND, console, run_command, run_main
+from conftest import TINY, TRAIN_COMMAND, console, run_command, run_main, slow
 
 from phm_experiments.cli import collect as phm_collect
 from phm_experiments.cli import run as phm_run
@@ -16,6 +16,7 @@ from phm_experiments.logs import TrainingLog
 
 
 @pytest.fixture(scope="module")
+@slow
 def grid(copy_task, tmp_path_factory):
     """configs/tiny/{_base, transformer, phm_n2}.yaml run through phm-run, two seeds each."""
     root = tmp_path_factory.mktemp("kit")

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import TRAIN_COMMAND, console, copy_task_files, run_main, tiny_config, with_default_sigint
+from conftest import TRAIN_COMMAND, console, copy_task_files, run_main, slow, tiny_config, with_default_sigint
 
 from phm_experiments.cli import collect as phm_collect
 from phm_experiments.cli import run as phm_run_cli
@@ -23,6 +23,7 @@ from phm_experiments.run_folder import run_lock
 
 
 @pytest.fixture(scope="module")
+@slow
 def setup(tmp_path_factory):
     """A 200-pair copy task and configs/rel/_base.yaml: a tiny PHM Transformer, 10 updates."""
     root = tmp_path_factory.mktemp("reliability")

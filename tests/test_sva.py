@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import NO_PREFETCH_THREAD, run_main
+from conftest import NO_PREFETCH_THREAD, run_main, slow
 
 import phm_fairseq  # noqa: F401  (registers the task, models, criterion)
 from phm_experiments.commands import options
@@ -75,6 +75,7 @@ def written_examples(data: Path, split: str):
 
 
 @pytest.fixture(scope="module")
+@slow
 def sva_data(shared_data, tmp_path_factory):
     """data-bin made by data-prep/sva.sh from the workplace's 1,000-row sample."""
     dest = tmp_path_factory.mktemp("sva") / "data"
@@ -187,6 +188,7 @@ def quoted(row, csv_quoting):
     return written, [sentence, subj_idx, str(int(verb_idx) + 1), *rest]
 
 
+@pytest.mark.slow
 def test_data_prep_reads_quotes_as_text_and_counts_lines_truly(shared_data, tmp_path):
     """Issue 13.6: a field starting with '"' made csv.reader run on over the next lines: rows were
     merged and a bad row on line 600 was reported far away. Now a row is a line: a field that
@@ -348,6 +350,7 @@ def test_predictions_do_not_depend_on_padding_or_batch_company(sva_data, arch):
 
 
 @pytest.fixture(scope="module")
+@slow
 def trained(sva_data, tmp_path_factory):
     """PHM-Transformer n=4 trained by fairseq-train on the sample, with configs/small/sva's options."""
     config = load_config(REPO / "configs" / "small" / "sva" / "phm_n4.yaml")

@@ -349,6 +349,7 @@ def test_bad_flags_are_refused_with_a_clear_message(copy_task, flags, message):
         build_as_fairseq_train(copy_task, "--arch", "phm_transformer_demo", *flags)
 
 
+@pytest.mark.slow
 def test_fairseq_train_stops_at_a_refusal_and_saves_nothing(copy_task, tmp_path):
     """The refusals above are the model's own (build_model): fairseq-train ends on one before it saves."""
     out = train(copy_task, tmp_path, "--arch", "phm_transformer_demo", "--phm-n", "3", "--max-update", "1", check=False)
@@ -464,6 +465,7 @@ def test_phm_n4_has_about_a_quarter_of_the_dense_weights(copy_task, capsys):
 # --- data-parallel training ---------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_two_process_gloo_training(copy_task, tmp_path):
     port = 29500 + os.getpid() % 1000
     common = [
