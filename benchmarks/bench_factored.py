@@ -22,7 +22,7 @@ from torch import nn
 
 from benchmarks.common import RESULTS, default_threads, environment, timed_ratio, write_report
 from phm_fairseq.modules import PHMLinear
-from phm_fairseq.modules.phm_linear import factored_crossover, factored_rows_rule
+from phm_fairseq.modules.product_rule import factored_crossover, factored_rows_rule
 
 SHAPES = [(512, 2048), (2048, 512), (1024, 4096)]
 # the sweep also covers the maps of the translation models' sizes (demo 128, iwslt 256, base 512:

@@ -99,16 +99,20 @@ class HypercomplexMultiheadAttention(MultiheadAttention):
             nn.init.zeros_(self.out_proj.bias)
 
     def reset_parameters(self):
-        # fairseq's version writes xavier values into `.weight`, which for a hypercomplex layer
-        # is a freshly built tensor: the write would be lost. Each layer re-initialises itself
-        # to the same target instead (the gains were given to it when it was built).
-        super().reset_parameters()
-        for name in ("qkv_proj", "q_proj", "k_proj", "v_proj", "out_proj"):
-            layer = getattr(self, name, None)
-            if isinstance(layer, PHMLinear):
-                layer.reset_parameters()
+        # fairseq's version writes xavier values into `.weight`, which a hypercomplex layer builds
+        # from its factors and refuses to have written. Each layer re-initialises itself to the
+        # same target instead (the gains were given to it when it was built).
+        projections = [getattr(self, name, None) for name in ("qkv_proj", "q_proj", "k_proj", "v_proj", "out_proj")]
+        hypercomplex = [layer for layer in projections if isinstance(layer, PHMLinear)]
+        if not hypercomplex:  # fairseq's own layers (its __init__ calls this before ours exist) or dense ones
+            return super().reset_parameters()
+        for layer in hypercomplex:
+            layer.reset_parameters()
         if self.out_proj.bias is not None:
             nn.init.zeros_(self.out_proj.bias)
+        for bias in (self.bias_k, self.bias_v):
+            if bias is not None:
+                nn.init.xavier_normal_(bias)
 
     def forward(self, query, *args, **kwargs):
         if not hasattr(self, "_qkv"):

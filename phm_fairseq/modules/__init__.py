@@ -1,6 +1,7 @@
 """Hypercomplex layers in plain PyTorch (no fairseq import): usable in any model."""
 
 from .algebra import ALGEBRAS, multiplication_rule, structure_constants
+from .functional import kronecker_sum, kronecker_sum_linear
 from .hypercomplex_lstm import GATE_LAYOUTS, HypercomplexLSTM
 from .kronecker_decomposition import (
     KroneckerFactors,
@@ -11,7 +12,7 @@ from .kronecker_decomposition import (
 )
 from .linear_spec import KINDS, RULES, SHARED_RULE_SCOPES, LinearSpec
 from .parameter_count import ParameterCount, count_parameters
-from .phm_linear import PHMLinear, QuaternionLinear, kronecker_sum
+from .phm_linear import PHMLinear, QuaternionLinear
 from .pooling import max_mean_pool, mean_pool
 
 __all__ = [
@@ -29,6 +30,7 @@ __all__ = [
     "count_parameters",
     "fit_phm_layer",
     "kronecker_sum",
+    "kronecker_sum_linear",
     "load_kronecker_factors",
     "max_mean_pool",
     "mean_pool",

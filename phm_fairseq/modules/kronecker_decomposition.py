@@ -18,8 +18,9 @@ from typing import Optional
 import torch
 from torch import Tensor
 
+from .functional import kronecker_sum
 from .linear_spec import LinearSpec
-from .phm_linear import PHMLinear, kronecker_sum
+from .phm_linear import PHMLinear
 
 
 @dataclass(frozen=True)
@@ -133,7 +134,8 @@ def load_kronecker_factors(layer: PHMLinear, factors: KroneckerFactors, bias: Op
             layer.S_right.copy_(right)
         if bias is not None:
             layer.bias.copy_(bias)
-    layer.clear_cache()
+    if layer.merged:  # it computes with the factors just written
+        layer.merge()
 
 
 def _low_rank(S: Tensor, rank: int):

@@ -187,7 +187,6 @@ class LinearSpec:
                 # unit vector (A_1[r,c], ..., A_n[r,c]) per block and an algebra rule exactly one +-1
                 # per block, so Var(H) = Var(S) in every layer either way (see PHMLinear.reset_parameters).
                 layer.A = layers[0].A
-                layer.clear_cache()
         return model
 
     def __str__(self) -> str:

@@ -1,0 +1,243 @@
+"""A hypercomplex layer's weight H: built when read and read-only, never stale, kept only while the
+layer is merged for inference."""
+
+import operator
+from pathlib import Path
+
+import pytest
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from phm_fairseq.modules import PHMLinear, QuaternionLinear
+
+DATA = Path(__file__).resolve().parent / "fixtures" / "checkpoints" / "data"
+LAYERS = {
+    "phm": lambda **factory: PHMLinear(8, 12, n=2, **factory),
+    "low rank": lambda **factory: PHMLinear(8, 12, n=2, rank=1, **factory),
+    "algebra-frozen": lambda **factory: PHMLinear(8, 12, n=4, rule="algebra-frozen", **factory),
+    "quaternion": lambda **factory: QuaternionLinear(8, 12, **factory),
+}
+
+
+@pytest.fixture(autouse=True)
+def seed():
+    torch.manual_seed(0)
+
+
+def definition(layer, x):
+    """F.linear with H built now from the tensors the layer holds."""
+    with torch.no_grad():
+        return F.linear(x, layer.build_weight(), layer.bias)
+
+
+def in_mode(layer, mode):
+    if mode == "merged":
+        return layer.eval().merge()
+    return layer.train(mode == "train")
+
+
+# --- writes into weight (issue 42, item 15) ------------------------------------------------------
+
+WRITES = {
+    "nn.init.zeros_": nn.init.zeros_,
+    "nn.init.xavier_uniform_": nn.init.xavier_uniform_,
+    "copy_": lambda w: w.copy_(torch.zeros_like(w)),
+    "item assignment": lambda w: w.__setitem__(0, 1.0),
+    "+=": lambda w: operator.iadd(w, 1.0),
+    "an in-place write into a view": lambda w: w[0].zero_(),
+    "through .data": lambda w: w.data.normal_(),
+    "through detach()": lambda w: w.detach().mul_(2),
+    "assigning .data": lambda w: setattr(w, "data", torch.zeros_like(w)),
+    "out=": lambda w: torch.add(w, 1.0, out=w),
+}
+
+
+@pytest.mark.parametrize("mode", ["train", "eval", "merged"])
+@pytest.mark.parametrize("write", list(WRITES))
+def test_a_write_into_weight_is_refused_with_what_to_do_instead_in_every_mode(write, mode):
+    layer = in_mode(PHMLinear(8, 12, n=2), mode)
+    x = torch.randn(3, 8)
+    with torch.no_grad():
+        before = layer(x)
+        with pytest.raises(RuntimeError) as refused:
+            WRITES[write](layer.weight)
+        torch.testing.assert_close(layer(x), before)  # the layer is unchanged
+    assert str(refused.value) == (
+        "PHMLinear.weight is H = sum_i A_i kron S_i, built from A and S when read, so a write into it would be "
+        "lost. Change A and S instead: in place under torch.no_grad(), with load_state_dict() or "
+        "reset_parameters(); for the layer nearest to a dense weight W, phm_fairseq.modules.fit_phm_layer(layer, W)"
+    )
+
+
+@pytest.mark.parametrize("kind", list(LAYERS))
+def test_every_kind_refuses_writes_and_assignments_of_its_weight(kind):
+    layer = LAYERS[kind]()
+    factors = "A, S_left and S_right" if kind == "low rank" else "A and S"
+    with torch.no_grad(), pytest.raises(RuntimeError, match=f"built from {factors} when read"):
+        nn.init.zeros_(layer.weight)
+    for value in (nn.Parameter(torch.zeros(12, 8)), torch.zeros(12, 8)):
+        with pytest.raises(AttributeError, match=f"built from {factors} when read, so a write into it would be lost"):
+            layer.weight = value
+
+
+def test_the_weight_computes_as_a_tensor_and_carries_gradients():
+    layer = PHMLinear(8, 12, n=2)
+    x = torch.randn(3, 8)
+    weight = layer.weight
+    computed = [weight * 2, weight @ weight.t(), weight.clone(), weight.detach().clone()]
+    assert all(type(t) is torch.Tensor for t in computed)  # ordinary tensors, the caller's own
+    computed[2].zero_()
+    F.linear(x, weight).square().sum().backward()
+    assert layer.A.grad is not None and layer.S.grad is not None
+    torch.testing.assert_close(weight, layer.build_weight())
+
+
+# --- no stale H (issue 42, item 20) --------------------------------------------------------------
+
+
+def _optimizer_step(optimizer_class, **options):
+    def step(layer):
+        optimizer = optimizer_class(layer.parameters(), lr=0.5, **options)
+        layer(torch.randn(3, 8)).sum().backward()  # eval mode, gradients on: fine-tuning in eval mode
+        optimizer.step()
+
+    return step
+
+
+def _fairseq_adam_step(layer):
+    from fairseq.optim.adam import Adam  # adds its update to p.data
+
+    _optimizer_step(Adam)(layer)
+
+
+def _write_through_numpy(layer):
+    layer.S.detach().numpy()[0] *= 3
+
+
+WRITES_NO_VERSION_COUNTER_SEES = {
+    "Adam(fused=True)": _optimizer_step(torch.optim.Adam, fused=True),
+    "SGD(fused=True)": _optimizer_step(torch.optim.SGD, fused=True),
+    "fairseq's Adam": _fairseq_adam_step,
+    "S.data.mul_": lambda layer: layer.S.data.mul_(3),
+    "through NumPy": _write_through_numpy,
+}
+
+
+@pytest.mark.parametrize("write", list(WRITES_NO_VERSION_COUNTER_SEES))
+def test_eval_mode_computes_with_the_tensors_as_they_are_after_any_write(write):
+    layer = PHMLinear(8, 8, n=2).eval()
+    layer.factored_max_rows = 0  # the product with H
+    x = torch.randn(4, 8)
+    with torch.no_grad():
+        before = layer(x)
+    WRITES_NO_VERSION_COUNTER_SEES[write](layer)
+    with torch.no_grad():
+        after = layer(x)
+    assert not torch.allclose(after, before), "the write changed the layer"
+    torch.testing.assert_close(after, definition(layer, x))
+
+
+# --- merged for inference ------------------------------------------------------------------------
+
+
+def test_a_merged_layer_computes_with_one_h_until_unmerged_or_trained():
+    layer = PHMLinear(8, 12, n=2).eval()
+    layer.factored_max_rows = 0
+    x = torch.randn(3, 8)
+    with torch.no_grad():
+        assert layer.current_weight() is not layer.current_weight()  # unmerged: built at every forward
+        h = layer.merge().current_weight()
+        assert layer.merged and layer.current_weight() is h
+        torch.testing.assert_close(layer(x), definition(layer, x))
+    assert not layer.unmerge().merged
+    layer.merge().train()
+    assert not layer.merged, "train() unmerges"
+    layer.eval()
+    assert not layer.merged, "eval() does not merge"
+
+
+def test_a_merged_forward_is_one_product():
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class Ops(TorchDispatchMode):
+        def __init__(self):
+            super().__init__()
+            self.ops = []
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            self.ops.append(str(func.overloadpacket))
+            return func(*args, **(kwargs or {}))
+
+    layer = PHMLinear(8, 12, n=2, rank=1).eval().merge()
+    layer.factored_max_rows = 0
+    x = torch.randn(3, 8)
+    with torch.no_grad(), Ops() as seen:
+        layer(x)
+    assert seen.ops == ["aten.t", "aten.addmm"], "F.linear alone: no H built, no tensor read to check it"
+
+
+def test_a_merged_layer_refuses_to_compute_gradients_for_its_factors():
+    layer = PHMLinear(8, 12, n=2).eval().merge()
+    layer.factored_max_rows = 0
+    x = torch.randn(3, 8, requires_grad=True)
+    with pytest.raises(RuntimeError, match=r"merged for inference .* call unmerge\(\) \(or train\(\)\) first"):
+        layer(x)
+    layer.requires_grad_(False)  # gradients for the input only: nothing can change H behind it
+    layer(x).sum().backward()
+    assert x.grad is not None
+
+
+def test_load_state_dict_and_moves_merge_again():
+    layer, other = PHMLinear(8, 12, n=2).eval().merge(), PHMLinear(8, 12, n=2)
+    layer.factored_max_rows = 0
+    x = torch.randn(3, 8)
+    layer.load_state_dict(other.state_dict())
+    with torch.no_grad():
+        assert layer.merged
+        torch.testing.assert_close(layer(x), definition(other, x))
+        layer.double()
+        assert layer.merged and layer.current_weight().dtype == torch.float64
+        torch.testing.assert_close(layer(x.double()), definition(other, x).double())
+
+
+def test_functional_call_of_a_merged_layer_uses_the_tensors_it_is_given():
+    layer = PHMLinear(8, 12, n=2).eval().merge()
+    layer.factored_max_rows = 0
+    zeros = {name: torch.zeros_like(t) for name, t in layer.named_parameters()}
+    x = torch.randn(3, 8)
+    with torch.no_grad():
+        assert torch.equal(torch.func.functional_call(layer, zeros, (x,)), torch.zeros(3, 12))
+        torch.testing.assert_close(layer(x), definition(layer, x))
+
+
+def test_fairseq_prepares_a_model_for_inference_by_merging_every_layer(monkeypatch):
+    """fairseq-generate, fairseq-interactive and the hub interface call prepare_for_inference_, which calls
+    make_generation_fast_: decoding then builds no H at any step, and the model cannot be trained."""
+    from fixtures.make_checkpoints import CHECKPOINTS, build_model
+
+    data, arguments = CHECKPOINTS["phm_fused"]
+    model = build_model(DATA / data, arguments)
+    layers = [m for m in model.modules() if isinstance(m, PHMLinear)]
+    monkeypatch.setattr(PHMLinear, "factored_max_rows", 0)  # every map multiplies by H
+    src, prev = torch.randint(4, 12, (2, 5)), torch.randint(4, 12, (2, 4))
+    with torch.no_grad():
+        expected = model.eval()(src, torch.full((2,), 5), prev)[0]
+    model.make_generation_fast_(beamable_mm_beam_size=5, need_attn=False)
+    assert layers and all(layer.merged for layer in layers)
+    builds = []
+    monkeypatch.setattr(PHMLinear, "build_weight", lambda self: builds.append(self) or kronecker_of(self))
+    with torch.no_grad():
+        encoder_out = model.encoder(src, src_lengths=torch.full((2,), 5))
+        state = {}
+        steps = [model.decoder(prev[:, : t + 1], encoder_out, incremental_state=state)[0][:, -1] for t in range(4)]
+    assert builds == [], "no H built while decoding"
+    torch.testing.assert_close(torch.stack(steps, dim=1), expected, rtol=1e-5, atol=1e-5)
+    with pytest.raises(RuntimeError, match="cannot train after make_generation_fast"):
+        model.train()
+
+
+def kronecker_of(layer):
+    from phm_fairseq.modules import kronecker_sum
+
+    return kronecker_sum(*layer.kronecker_factors())
