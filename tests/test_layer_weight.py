@@ -1,5 +1,5 @@
 """A hypercomplex layer's weight H: built when read and read-only, never stale, kept only while the
-layer is merged for inference."""
+layer is merged for inference, and its tensors made where nn.Linear's factory arguments say."""
 
 import operator
 from pathlib import Path
@@ -9,7 +9,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from phm_fairseq.modules import PHMLinear, QuaternionLinear
+from phm_fairseq.modules import GATE_LAYOUTS, HypercomplexLSTM, LinearSpec, PHMLinear, QuaternionLinear
 
 DATA = Path(__file__).resolve().parent / "fixtures" / "checkpoints" / "data"
 LAYERS = {
@@ -241,3 +241,35 @@ def kronecker_of(layer):
     from phm_fairseq.modules import kronecker_sum
 
     return kronecker_sum(*layer.kronecker_factors())
+
+
+# --- factory arguments (issue 42, item 13) -------------------------------------------------------
+
+MODULES = {
+    **LAYERS,
+    **{
+        f"HypercomplexLSTM {kind} {layout}": (
+            lambda spec=spec, layout=layout, **factory: HypercomplexLSTM(
+                8, 8, spec, num_layers=2, bidirectional=True, gate_layout=layout, **factory
+            )
+        )
+        for kind, spec in {
+            "phm": LinearSpec("phm", n=2),
+            "quaternion": LinearSpec("quaternion"),
+            "dense": LinearSpec("dense"),
+        }.items()
+        for layout in GATE_LAYOUTS
+    },
+    **{
+        f"LinearSpec {kind}": lambda spec=spec, **factory: spec.build(8, 12, **factory)
+        for kind, spec in {"phm": LinearSpec("phm", n=4), "quaternion": LinearSpec("quaternion")}.items()
+    },
+    "LinearSpec dense": lambda **factory: LinearSpec("dense").build(8, 12, **factory),
+}
+
+
+@pytest.mark.parametrize("name", list(MODULES))
+def test_factory_arguments_make_every_tensor_where_and_as_asked(name):
+    module = MODULES[name](device="meta", dtype=torch.float64)
+    tensors = list(module.parameters()) + list(module.buffers())
+    assert tensors and all(t.is_meta and t.dtype == torch.float64 for t in tensors)

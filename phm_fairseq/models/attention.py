@@ -55,17 +55,18 @@ class RowSlice(nn.Module):
         self._fused = (fused,)  # a tuple keeps it out of this module's attributes that torch walks
         self.start, self.size = start, size
 
+    # narrow(), not [start:end]: the same view, and one that fake CUDA tensors take in a CPU-only PyTorch
     @property
     def weight(self):
-        return self._fused[0].get_weight()[self.start : self.start + self.size]
+        return self._fused[0].get_weight().narrow(0, self.start, self.size)
 
     @property
     def bias(self):
         bias = self._fused[0].layer.bias
-        return None if bias is None else bias[self.start : self.start + self.size]
+        return None if bias is None else bias.narrow(0, self.start, self.size)
 
     def forward(self, x):
-        return self._fused[0].get_output(x)[..., self.start : self.start + self.size]
+        return self._fused[0].get_output(x).narrow(-1, self.start, self.size)
 
     def extra_repr(self) -> str:
         return f"rows {self.start}:{self.start + self.size} of the fused projection"

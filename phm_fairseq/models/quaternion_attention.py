@@ -38,8 +38,20 @@ class QuaternionMultiheadAttention(HypercomplexMultiheadAttention):
             )
         if self.bias_k is not None or self.add_zero_attn:
             raise ValueError("quaternion attention does not support add_bias_kv or add_zero_attn")
-        # hamilton[a, b, c]: coefficient of e_c in e_a e_b
-        self.register_buffer("hamilton", structure_constants(4).float(), persistent=False)
+        self.register_buffer("hamilton", None, persistent=False)
+        self._set_hamilton()
+        self.register_load_state_dict_post_hook(_set_hamilton_after_load)
+
+    def _set_hamilton(self) -> None:
+        # hamilton[a, b, c]: coefficient of e_c in e_a e_b. A constant, so in no checkpoint: set beside
+        # the parameters when the module is made (on the meta device too), loaded or reset (to_empty()
+        # leaves it uninitialised)
+        self.hamilton = structure_constants(4).to(next(self.parameters()).device, torch.float32)
+
+    def reset_parameters(self):
+        super().reset_parameters()
+        if "hamilton" in self._buffers:  # fairseq's __init__ resets before this module registers it
+            self._set_hamilton()
 
     def _split(self, x: Tensor, length: int, batch: int) -> Tensor:
         """(length, batch, embed_dim) -> (batch * heads, 4, length, head_dim / 4)."""
@@ -139,3 +151,7 @@ class QuaternionMultiheadAttention(HypercomplexMultiheadAttention):
             per_head = probs.view(bsz, self.num_heads, 4, tgt_len, src_len).mean(dim=2).transpose(1, 0)
             weights = per_head if need_head_weights else per_head.mean(dim=0)
         return out, weights
+
+
+def _set_hamilton_after_load(module: QuaternionMultiheadAttention, incompatible_keys) -> None:
+    module._set_hamilton()  # once the projections hold the loaded tensors (assign=True may move them)

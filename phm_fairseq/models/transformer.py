@@ -25,6 +25,7 @@ from torch import nn
 from ..modules import LinearSpec
 from .attention import HypercomplexMultiheadAttention
 from .linear_args import add_linear_args, add_transformer_args, finish_model, linear_spec_from_args
+from .positions import set_positions_at_every_load
 from .quaternion_attention import QuaternionMultiheadAttention
 from .task_check import require_translation_task
 
@@ -162,6 +163,7 @@ class HypercomplexTransformerEncoder(TransformerEncoderBase):
     def __init__(self, cfg, dictionary, embed_tokens, maps: TransformerLinearMaps):
         self.maps = maps
         super().__init__(cfg, dictionary, embed_tokens)
+        set_positions_at_every_load(self)
 
     def build_encoder_layer(self, cfg):
         return _wrap(HypercomplexTransformerEncoderLayer(cfg, self.maps, return_fc=self.return_fc), cfg)
@@ -173,6 +175,7 @@ class HypercomplexTransformerDecoder(TransformerDecoderBase):
     def __init__(self, cfg, dictionary, embed_tokens, maps: TransformerLinearMaps, no_encoder_attn=False):
         self.maps = maps
         super().__init__(cfg, dictionary, embed_tokens, no_encoder_attn=no_encoder_attn)
+        set_positions_at_every_load(self)
 
     def build_decoder_layer(self, cfg, no_encoder_attn=False):
         return _wrap(HypercomplexTransformerDecoderLayer(cfg, self.maps, no_encoder_attn), cfg)

@@ -52,7 +52,8 @@ def check_algebra_dim(n: int) -> None:
 @lru_cache(maxsize=None)
 def _structure_constants(n: int) -> Tensor:
     check_algebra_dim(n)
-    eye = torch.eye(n, dtype=torch.float64)
+    # on the CPU whatever the default device (e.g. `with torch.device("meta")`): the cache outlives it
+    eye = torch.eye(n, dtype=torch.float64, device="cpu")
     # products[a, b] = e_a e_b, all n^2 products in one vectorised call
     return _multiply(eye[:, None, :].expand(n, n, n), eye[None, :, :].expand(n, n, n))
 

@@ -27,33 +27,52 @@ in -> 4 x hidden, split four ways as the paper's equation writes it."""
 class GateMaps(nn.Module):
     """The two gate maps and the bias of one LSTM layer in one direction."""
 
-    def __init__(self, input_size: int, hidden_size: int, linear: LinearSpec, gate_layout: str):
+    def __init__(
+        self, input_size: int, hidden_size: int, linear: LinearSpec, gate_layout: str, device=None, dtype=None
+    ):
         super().__init__()
+        factory = {"device": device, "dtype": dtype}
         # nn.LSTM draws every weight from U(-1/sqrt(hidden), 1/sqrt(hidden)), variance 1/(3 hidden);
         # the spec's xavier target 2 gain^2 / (in + out) is set to that, whatever the kind.
         gain = lambda fan_in, fan_out: math.sqrt((fan_in + fan_out) / (6.0 * hidden_size))  # noqa: E731
         if gate_layout == "per-gate":
             self.input_maps = nn.ModuleList(
-                linear.build(input_size, hidden_size, bias=False, gain=gain(input_size, hidden_size)) for _ in range(4)
+                linear.build(input_size, hidden_size, bias=False, gain=gain(input_size, hidden_size), **factory)
+                for _ in range(4)
             )
             self.hidden_maps = nn.ModuleList(
-                linear.build(hidden_size, hidden_size, bias=False, gain=gain(hidden_size, hidden_size))
+                linear.build(hidden_size, hidden_size, bias=False, gain=gain(hidden_size, hidden_size), **factory)
                 for _ in range(4)
             )
         elif gate_layout == "fused":
             self.input_map = linear.build(
-                input_size, 4 * hidden_size, bias=False, gain=gain(input_size, 4 * hidden_size)
+                input_size, 4 * hidden_size, bias=False, gain=gain(input_size, 4 * hidden_size), **factory
             )
             self.hidden_map = linear.build(
-                hidden_size, 4 * hidden_size, bias=False, gain=gain(hidden_size, 4 * hidden_size)
+                hidden_size, 4 * hidden_size, bias=False, gain=gain(hidden_size, 4 * hidden_size), **factory
             )
         else:
             raise ValueError(f"unknown gate layout {gate_layout!r}: choose one of {', '.join(GATE_LAYOUTS)}")
         self.gate_layout = gate_layout
         # One bias b, as in y_t = PHM(x_t) + PHM(h_{t-1}) + b (nn.LSTM has two).
-        self.bias = nn.Parameter(torch.empty(4 * hidden_size))
-        bound = 1.0 / math.sqrt(hidden_size)
-        nn.init.uniform_(self.bias, -bound, bound)
+        self.bias = nn.Parameter(torch.empty(4 * hidden_size, **factory))
+        self.bound = 1.0 / math.sqrt(hidden_size)  # nn.LSTM's
+        nn.init.uniform_(self.bias, -self.bound, self.bound)
+
+    def maps(self) -> list:
+        """The gate maps, those of the input first."""
+        if self.gate_layout == "fused":
+            return [self.input_map, self.hidden_map]
+        return [*self.input_maps, *self.hidden_maps]
+
+    def reset_parameters(self) -> None:
+        """The maps and the bias drawn again, as at construction."""
+        for layer in self.maps():
+            if isinstance(layer, nn.Linear):  # xavier at the gain above is U(-bound, bound)
+                nn.init.uniform_(layer.weight, -self.bound, self.bound)
+            else:
+                layer.reset_parameters()
+        nn.init.uniform_(self.bias, -self.bound, self.bound)
 
     def weights(self) -> Tuple[Tensor, Tensor]:
         """W_ih (4 hidden, input) and W_hh (4 hidden, hidden), gates in PyTorch's i, f, g, o order."""
@@ -72,6 +91,7 @@ class HypercomplexLSTM(nn.Module):
         input_size, hidden_size, num_layers, batch_first, dropout, bidirectional: as ``nn.LSTM``.
         linear: how each gate map is built (``LinearSpec("dense")`` is an ordinary LSTM with one bias).
         gate_layout: "per-gate" (default) or "fused", see ``GATE_LAYOUTS``.
+        device, dtype: where and in which type the parameters are made, as for ``nn.LSTM``.
     """
 
     def __init__(
@@ -84,6 +104,8 @@ class HypercomplexLSTM(nn.Module):
         gate_layout: str = "per-gate",
         batch_first: bool = False,
         dropout: float = 0.0,
+        device=None,
+        dtype=None,
     ):
         super().__init__()
         if num_layers < 1:
@@ -93,10 +115,22 @@ class HypercomplexLSTM(nn.Module):
         self.gate_layout, self.linear = gate_layout, linear
         directions = 2 if bidirectional else 1
         self.cells = nn.ModuleList(
-            GateMaps(input_size if layer == 0 else hidden_size * directions, hidden_size, linear, gate_layout)
+            GateMaps(
+                input_size if layer == 0 else hidden_size * directions,
+                hidden_size,
+                linear,
+                gate_layout,
+                device=device,
+                dtype=dtype,
+            )
             for layer in range(num_layers)
             for _ in range(directions)
         )
+
+    def reset_parameters(self) -> None:
+        """Every gate map and bias drawn again, as at construction (e.g. after ``to_empty()``)."""
+        for cell in self.cells:
+            cell.reset_parameters()
 
     def flat_weights(self) -> list:
         """w_ih, w_hh, b_ih, b_hh per layer and direction, the list ``nn.LSTM`` hands the fused op."""
@@ -111,13 +145,12 @@ class HypercomplexLSTM(nn.Module):
         packed = isinstance(input, PackedSequence)
         if packed:
             data, batch_sizes, sorted_indices, unsorted_indices = input
-            batch = int(batch_sizes[0])
         else:
             if input.dim() != 3:
                 raise ValueError(f"HypercomplexLSTM expects 3-D input or a PackedSequence, got {input.dim()}-D")
             data, batch_sizes, sorted_indices, unsorted_indices = input, None, None, None
-            batch = input.size(0 if self.batch_first else 1)
         if hx is None:
+            batch = int(batch_sizes[0]) if packed else input.size(0 if self.batch_first else 1)
             zeros = data.new_zeros(self.num_layers * directions, batch, self.hidden_size)
             hx = (zeros, zeros)
         elif sorted_indices is not None:

@@ -138,15 +138,20 @@ class LinearSpec:
             )
         raise ValueError(f"{self} layers need feature sizes that are multiples of {divisor}, not {bad}")
 
-    def build(self, in_features: int, out_features: int, bias: bool = True, gain: float = 1.0) -> nn.Module:
+    def build(
+        self, in_features: int, out_features: int, bias: bool = True, gain: float = 1.0, device=None, dtype=None
+    ) -> nn.Module:
+        factory = {"device": device, "dtype": dtype}
         if self.kind == "dense":
-            layer = nn.Linear(in_features, out_features, bias=bias)
+            layer = nn.Linear(in_features, out_features, bias=bias, **factory)
             nn.init.xavier_uniform_(layer.weight, gain=gain)
             return layer
         if self.kind == "phm":
-            layer = PHMLinear(in_features, out_features, self.n, bias=bias, rule=self.rule, gain=gain, rank=self.rank)
+            layer = PHMLinear(
+                in_features, out_features, self.n, bias=bias, rule=self.rule, gain=gain, rank=self.rank, **factory
+            )
         else:
-            layer = QuaternionLinear(in_features, out_features, bias=bias, gain=gain)
+            layer = QuaternionLinear(in_features, out_features, bias=bias, gain=gain, **factory)
         self._set_training_scales(layer)
         return layer
 
