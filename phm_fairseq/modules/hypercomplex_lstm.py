@@ -84,6 +84,12 @@ class GateMaps(nn.Module):
         )
 
 
+def _fused_lstm(*args):
+    if torch.compiler.is_compiling():  # run eagerly between the graphs, as TorchDynamo runs nn.LSTM
+        return torch.compiler.disable(_VF.lstm)(*args)
+    return _VF.lstm(*args)
+
+
 class HypercomplexLSTM(nn.Module):
     """A drop-in ``nn.LSTM`` (same inputs, outputs, PackedSequence support) with gate maps from ``linear``.
 
@@ -92,6 +98,9 @@ class HypercomplexLSTM(nn.Module):
         linear: how each gate map is built (``LinearSpec("dense")`` is an ordinary LSTM with one bias).
         gate_layout: "per-gate" (default) or "fused", see ``GATE_LAYOUTS``.
         device, dtype: where and in which type the parameters are made, as for ``nn.LSTM``.
+
+    Under ``torch.compile`` the gate maps are compiled and the fused LSTM op runs eagerly between
+    the graphs, as TorchDynamo runs ``nn.LSTM`` itself.
     """
 
     def __init__(
@@ -157,12 +166,12 @@ class HypercomplexLSTM(nn.Module):
             hx = tuple(h.index_select(1, sorted_indices) for h in hx)
         params = self.flat_weights()
         if packed:
-            output, h, c = _VF.lstm(
+            output, h, c = _fused_lstm(
                 data, batch_sizes, hx, params, True, self.num_layers, self.dropout, self.training, self.bidirectional
             )
             output = PackedSequence(output, batch_sizes, sorted_indices, unsorted_indices)
         else:
-            output, h, c = _VF.lstm(
+            output, h, c = _fused_lstm(
                 data,
                 hx,
                 params,
