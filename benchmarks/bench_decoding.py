@@ -236,6 +236,7 @@ def main():
             "train_ratio": 1 / train_ratio,
             "profile": profile_decoding(model, task, single[: max(4, len(single) // 4)], args.length),
             "over_h_only": None,
+            "merged_over_unmerged": None,
         }
         if name in h_only:  # the default choice of product against H everywhere, one sentence at a time
             over = timed_ratio(
@@ -244,6 +245,13 @@ def main():
                 args.rounds,
             )
             row["over_h_only"] = 1 / over.ratio
+            # merged (fairseq-generate) against H built at every step (a plain eval loop, --eval-bleu)
+            unmerged = timed_ratio(
+                generation(model, task, single, args.length),
+                generation(model, task, single, args.length, merged=False),
+                args.rounds,
+            )
+            row["merged_over_unmerged"] = 1 / unmerged.ratio
         row["meets_targets"] = name == "dense twin" or (
             (target is None or row["single_ratio"] >= target)
             and row["batched_ratio"] >= BATCHED_TARGET
@@ -276,6 +284,7 @@ def main():
         ("train_wps", "train words/s"),
         ("train_ratio", "vs dense"),
         ("over_h_only", "one-sentence vs the same model with H only (target >= 1)"),
+        ("merged_over_unmerged", "one-sentence merged vs H built at every step"),
         ("meets_targets", "meets targets"),
         ("ms_per_sentence", "profiled ms/sentence"),
         ("share linear maps", "linear maps"),

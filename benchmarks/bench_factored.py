@@ -64,13 +64,13 @@ def inference(layer, x):
 
 def sweep(shapes, ns, rows_list, rounds):
     """For every shape, n and row count: the factored product's eval forward time over the product
-    with the cached H (the choice factored_crossover makes; timed against each other), and the
-    cached-H product's over nn.Linear's (H checked against A and S at every call, as the layer does)."""
+    with the merged H (the choice factored_crossover makes; timed against each other), and the
+    merged-H product's over nn.Linear's."""
     results = []
     for d, k in shapes:
         dense = nn.Linear(d, k).eval()
         for n in ns:
-            factored, cached = PHMLinear(d, k, n).eval(), PHMLinear(d, k, n).eval()
+            factored, cached = PHMLinear(d, k, n).eval(), PHMLinear(d, k, n).eval().merge()  # as decoding merges
             factored.factored_max_rows, cached.factored_max_rows = 10**9, 0
             over_cached, cached_over_dense = {}, {}
             for rows in rows_list:
@@ -116,7 +116,7 @@ def grid(shapes, ns, rows_list, rounds):
     for d, k in shapes:
         dense = nn.Linear(d, k).eval()
         for n in ns:
-            layer = PHMLinear(d, k, n).eval()
+            layer = PHMLinear(d, k, n).eval().merge()  # as fairseq-generate prepares it
             for rows in rows_list:
                 x = torch.randn(rows, d)
                 phm_s, dense_s, ratio = timed(inference(layer, x), inference(dense, x), rounds)

@@ -19,6 +19,8 @@ from pathlib import Path
 
 import torch
 
+from phm_fairseq.modules import PHMLinear
+
 from .common import (
     REPO,
     RESULTS,
@@ -111,18 +113,29 @@ def training_step(model, criterion, optimizer, samples):
     return step
 
 
-def generation(model, task, samples, length):
+def generation(model, task, samples, length, merged=True):
+    """Decoding ``samples`` as fairseq-generate does (the hypercomplex layers merged); ``merged=False``:
+    as a plain eval loop or fairseq-train's --eval-bleu does, building H at every step."""
     generator = task.build_generator(
         [model], argparse.Namespace(beam=5, lenpen=0.6, min_len=length, max_len_a=0, max_len_b=length)
     )
 
     def generate():
         model.eval()
+        merge_for_inference(model, merged)  # after the training steps timed between rounds, which unmerge
         with torch.no_grad():
             for sample in samples:
                 generator.generate([model], sample)
 
     return generate
+
+
+def merge_for_inference(model, merged=True) -> None:
+    """Every hypercomplex layer keeps one H, as fairseq-generate's prepare_for_inference_ makes it
+    (which would also stop the model from training, as the rounds here do between generations)."""
+    for module in model.modules():
+        if isinstance(module, PHMLinear):
+            module.merge() if merged else module.unmerge()
 
 
 def checkpoint_mib(model) -> float:
