@@ -17,7 +17,7 @@ from .algebra import ALGEBRAS, multiplication_rule
 from .derived_weight import DerivedWeight
 from .functional import kronecker_sum, kronecker_sum_linear
 from .product_rule import factored_rows_rule, max_rows_from_environment
-from .validation import RULES, check_feature_sizes, check_layer_sizes, check_phm_options  # noqa: F401  (RULES, as before)
+from .validation import check_feature_sizes, check_layer_sizes, check_phm_options
 
 
 class PHMLinear(DerivedWeight):
