@@ -91,7 +91,7 @@ def test_a_layer_compiles_with_inductor():
 
 
 def test_the_lstm_compiles_its_gate_maps_and_runs_the_fused_op_eagerly():
-    lstm = HypercomplexLSTM(16, 16, LinearSpec("phm", n=4), num_layers=2, bidirectional=True)
+    lstm = HypercomplexLSTM(16, 16, LinearSpec("phm", n=4), bidirectional=True, gate_layout="fused")
     eager = copy.deepcopy(lstm)
     graphs = Graphs()
     compiled = torch.compile(lstm, backend=graphs, dynamic=True)
