@@ -260,9 +260,12 @@ def main():
         )
         rows.append(row)
         shares = ", ".join(f"{k} {100 * v:.0f}%" for k, v in row["profile"].items() if k != "seconds_per_sentence")
+        merged = (
+            f"  merged vs H at every step {row['merged_over_unmerged']:.2f}x" if row["merged_over_unmerged"] else ""
+        )
         print(
             f"{name:<12} one sentence {row['single_ratio']:.2f}x  batched {row['batched_ratio']:.2f}x  "
-            f"train {row['train_ratio']:.3f}x  | {shares}",
+            f"train {row['train_ratio']:.3f}x{merged}  | {shares}",
             flush=True,
         )
 
