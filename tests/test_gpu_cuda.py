@@ -125,15 +125,14 @@ def test_a_rule_shared_by_layers_stays_one_tensor_on_the_device_and_gathers_both
     assert relative_error(model[0].A.grad, reference_model[0].A.grad) <= (20 * u if u else FLOAT32_TOLERANCE)
 
 
-def test_the_eval_cache_holds_h_on_the_device_and_follows_a_write(device):
-    layer = PHMLinear(64, 96, 4).to(device).eval()
+def test_a_merged_layer_holds_h_on_the_device_and_an_unmerged_one_follows_a_write(device):
+    layer = PHMLinear(64, 96, 4).to(device).eval().merge()
     with torch.no_grad():
-        weight = layer.weight
-        assert layer.weight is weight and weight.device.type == device.type  # built once, kept on the device
+        weight = layer.current_weight()
+        assert layer.current_weight() is weight and weight.device.type == device.type  # built once, on the device
         x = torch.randn(9, 64, device=device)
         torch.testing.assert_close(layer(x), torch.nn.functional.linear(x, layer.build_weight(), layer.bias))
-        layer.S.add_(0.5)  # an optimizer's in-place step
-        assert layer.weight is not weight
+        layer.unmerge().S.add_(0.5)  # an optimizer's in-place step
         assert relative_error(layer.weight, literal_weight(layer)[0].detach()) <= FLOAT32_TOLERANCE
 
 
@@ -201,18 +200,18 @@ MODELS = {
 
 
 @pytest.mark.parametrize("name", list(MODELS))
-def test_a_model_moved_with_cuda_and_half_after_its_eval_cache_was_built(device, name):
+def test_a_model_moved_with_cuda_and_half_after_it_was_merged(device, name):
     model, task = translation_model(MODELS[name])
-    model.eval()
+    model.make_generation_fast_()  # as fairseq-generate: every PHM layer merges its H on the CPU, in float32
     with torch.no_grad():
-        model(**batch(task, "cpu"))  # builds the eval cache of every PHM layer on the CPU, in float32
+        model(**batch(task, "cpu"))
         model.to(device).half()
         net_input = batch(task, device)
         logits, _ = model(**net_input)
     assert logits.device.type == device.type and logits.dtype == torch.float16
     layers = [m for m in model.modules() if isinstance(m, PHMLinear)]
     with torch.no_grad():
-        assert all(m.weight.device.type == device.type and m.weight.dtype == torch.float16 for m in layers)
+        assert all(m.merged and m.weight.device.type == device.type and m.weight.dtype == torch.float16 for m in layers)
     reference_model = copy.deepcopy(model).to("cpu", torch.float64)
     with torch.no_grad():
         expected, _ = reference_model(**batch(task, "cpu"))
