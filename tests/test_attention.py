@@ -117,7 +117,7 @@ def test_functional_call_in_eval_mode_uses_the_tensors_it_is_given(spec, fused_q
     x = torch.randn(5, 3, 32)
     zeros = {name: torch.zeros_like(t) for name, t in mha.named_parameters()}
     with torch.no_grad():
-        own, _ = mha(x, x, x)  # the projections' eval caches are warm
+        own, _ = mha(x, x, x)  # the layer's own tensors first
         out, _ = torch.func.functional_call(mha, zeros, (x, x, x))
         assert torch.equal(out, torch.zeros_like(out))  # zero output projection, zero bias
         torch.testing.assert_close(mha(x, x, x)[0], own)

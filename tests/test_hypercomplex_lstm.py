@@ -209,7 +209,7 @@ def test_functional_call_in_eval_mode_uses_the_tensors_it_is_given(gate_layout):
     x = torch.randn(6, 3, 8)
     zeros = {name: torch.zeros_like(t) for name, t in lstm.named_parameters()}
     with torch.no_grad():
-        own, _ = lstm(x)  # the gate maps' eval caches are warm
+        own, _ = lstm(x)  # the layer's own tensors first
         out, (h, c) = torch.func.functional_call(lstm, zeros, (x,))
         # no weights, no bias: every gate is sigmoid(0) = 1/2 and the candidate tanh(0) = 0
         assert torch.equal(out, torch.zeros_like(out)) and torch.equal(c, torch.zeros_like(c))

@@ -496,7 +496,7 @@ def test_the_measured_crossover_rule_picks_the_product_and_can_be_overridden(mon
         assert len(builds) == 5 and layer.factored_rows() == range(0)
 
 
-# --- the eval cache never serves a stale H after a write a version counter sees ---------------------
+# --- eval mode never computes with a stale H after a write a version counter sees ------------------
 
 
 def _step(optimizer_class, **options):
@@ -614,7 +614,7 @@ def test_a_loop_that_switches_train_and_eval_is_never_stale_whatever_the_optimiz
             torch.testing.assert_close(layer(x), definition(layer, x))
 
 
-# --- the eval cache: keyed on the tensors bound at call time --------------------------------------
+# --- eval mode computes with the tensors bound at call time ----------------------------------------
 
 
 @LOW_RANK_SAVES_NOTHING
