@@ -126,7 +126,7 @@ def test_constants_made_first_on_the_meta_device_are_right_everywhere_after():
     assert multiplication_rule(4).device.type == "cpu" and multiplication_rule(4).abs().sum() == 16
 
 
-MODELS = {  # every model family of the fixtures, with the two rules that hold a constant or a shared A
+MODELS = {  # every model family of the fixtures, the two rules that hold a constant or a shared A, PHYDI
     **CHECKPOINTS,
     "phm_algebra_frozen": (
         "translation",
@@ -137,6 +137,10 @@ MODELS = {  # every model family of the fixtures, with the two rules that hold a
         "translation",
         [*TRANSLATION, "--arch", "phm_transformer_demo", "--phm-n", "4", "--phm-shared-rule", "model"]
         + ["--phm-rank", "1", *TINY_TRANSFORMER],
+    ),
+    "phm_phydi": (  # PHYDI's residual gates: parameters that fairseq's layers do not make
+        "translation",
+        [*TRANSLATION, "--arch", "phm_transformer_demo", "--phm-n", "4", "--phydi", *TINY_TRANSFORMER],
     ),
 }
 
@@ -150,6 +154,9 @@ def net_input_of(name):
 def test_a_model_built_on_the_meta_device_loads_and_computes_as_the_original(name):
     data, arguments = MODELS[name]
     original = build_model(DATA / data, arguments).eval()
+    with torch.no_grad():
+        for gate in (p for key, p in original.named_parameters() if key.endswith("residual_gate")):
+            gate.fill_(0.5)  # PHYDI's gates start at 0: away from it, every branch counts
     with torch.device("meta"):
         twin = build_model(DATA / data, arguments)
     assert all(p.is_meta for p in twin.parameters())
