@@ -199,6 +199,9 @@ def test_load_state_dict_and_moves_merge_again():
         layer.double()
         assert layer.merged and layer.current_weight().dtype == torch.float64
         torch.testing.assert_close(layer(x.double()), definition(other, x).double())
+        layer.half()  # a move keeps a merged layer merged, in the new dtype
+        assert layer.merged and layer.current_weight().dtype == torch.float16
+        torch.testing.assert_close(layer(x.half()).float(), definition(other, x), atol=0.01, rtol=0.01)
 
 
 def test_functional_call_of_a_merged_layer_uses_the_tensors_it_is_given():

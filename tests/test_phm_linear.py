@@ -163,8 +163,8 @@ def test_extra_repr():
 # --- H in eval mode ----------------------------------------------------------------------
 
 
-def cached(layer):
-    """H as eval-mode inference computes with it."""
+def inference_weight(layer):
+    """The H that a forward computes with now (the merged one while merged)."""
     with torch.no_grad():
         return layer.current_weight()
 
@@ -185,62 +185,62 @@ def definition(layer, x):
 
 def test_h_is_kept_only_while_merged_and_never_in_training():
     layer = PHMLinear(8, 8, n=2).eval()
-    assert cached(layer) is not cached(layer)  # eval mode alone keeps no H: none can be stale
-    first = cached(layer.merge())
-    assert cached(layer) is first
+    assert inference_weight(layer) is not inference_weight(layer)  # eval mode alone keeps no H: none can be stale
+    first = inference_weight(layer.merge())
+    assert inference_weight(layer) is first
     layer.train()  # unmerges
     with torch.no_grad():
         assert layer.weight is not layer.weight  # training builds H afresh every time
     layer.eval()
     assert layer.weight.requires_grad  # eval with grad enabled: differentiable
-    again = cached(layer.merge())  # built anew, equal
+    again = inference_weight(layer.merge())  # built anew, equal
     assert again is not first and torch.equal(again, first)
 
 
-def test_cache_dropped_after_optimizer_step():
+def test_inference_weight_dropped_after_optimizer_step():
     layer = PHMLinear(8, 8, n=2)
     optimizer = torch.optim.SGD(layer.parameters(), lr=0.1)
     layer.eval()
-    before = cached(layer)
+    before = inference_weight(layer)
     layer(torch.randn(3, 8)).sum().backward()
     optimizer.step()
-    after = cached(layer)
+    after = inference_weight(layer)
     assert after is not before and not torch.equal(after, before)
     torch.testing.assert_close(after, layer.build_weight().detach())
 
 
-def test_cache_dropped_after_load_state_dict():
+def test_inference_weight_dropped_after_load_state_dict():
     layer, other = PHMLinear(8, 8, n=2).eval(), PHMLinear(8, 8, n=2)
-    before = cached(layer)
+    before = inference_weight(layer)
     layer.load_state_dict(other.state_dict())
-    torch.testing.assert_close(cached(layer), other.build_weight().detach())
-    assert not torch.equal(cached(layer), before)
+    torch.testing.assert_close(inference_weight(layer), other.build_weight().detach())
+    assert not torch.equal(inference_weight(layer), before)
 
 
-def test_cache_dropped_after_in_place_edit_and_parameter_swap():
+def test_inference_weight_dropped_after_in_place_edit_and_parameter_swap():
     layer = PHMLinear(8, 8, n=2).eval()
-    before = cached(layer)
+    before = inference_weight(layer)
     with torch.no_grad():
         layer.S.mul_(2)
-    torch.testing.assert_close(cached(layer), 2 * before)
+    torch.testing.assert_close(inference_weight(layer), 2 * before)
     layer.S = nn.Parameter(torch.zeros_like(layer.S))
-    assert torch.equal(cached(layer), torch.zeros(8, 8))
+    assert torch.equal(inference_weight(layer), torch.zeros(8, 8))
 
 
-def test_cache_follows_dtype_and_device_moves():
+def test_inference_weight_follows_dtype_and_device_moves():
     layer = PHMLinear(8, 8, n=2).eval()
-    before = cached(layer)
+    before = inference_weight(layer)
     layer.double()
-    assert cached(layer).dtype == torch.float64
-    torch.testing.assert_close(cached(layer).float(), before)
+    assert inference_weight(layer).dtype == torch.float64
+    torch.testing.assert_close(inference_weight(layer).float(), before)
     layer.to(torch.float32)
-    assert cached(layer).dtype == torch.float32
+    assert inference_weight(layer).dtype == torch.float32
     x = torch.randn(2, 8)
     with torch.no_grad():
         torch.testing.assert_close(layer(x), nn.functional.linear(x, layer.build_weight(), layer.bias))
 
 
-def test_cached_forward_equals_uncached():
+def test_eval_forward_equals_the_training_forward():
     layer = PHMLinear(16, 32, n=4)
     x = torch.randn(5, 16)
     expected = layer(x).detach()
@@ -349,7 +349,7 @@ def shapes_for(kind):
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 @pytest.mark.parametrize("lead", [(), (1,), (3,), (2, 5)])
 @pytest.mark.parametrize("bias", [True, False])
-def test_factored_equals_cached_equals_the_definition(kind, dtype, lead, bias):
+def test_factored_equals_h_equals_the_definition(kind, dtype, lead, bias):
     for n, d, k in shapes_for(kind):
         layer = LAYERS[kind](d, k, n, bias=bias).to(dtype).eval()
         x = torch.randn(*lead, d, dtype=dtype)
@@ -416,29 +416,29 @@ def test_factored_product_under_bfloat16_autocast(kind):
     layer = LAYERS[kind](32, 64, 4).eval()
     x = torch.randn(5, 32)
     with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
-        factored, cached = with_path(layer, "factored")(x), with_path(layer, "weight")(x)
+        factored, with_h = with_path(layer, "factored")(x), with_path(layer, "weight")(x)
         reference = nn.functional.linear(x, layer.build_weight(), layer.bias)
-    assert factored.dtype == cached.dtype == reference.dtype == torch.bfloat16
+    assert factored.dtype == with_h.dtype == reference.dtype == torch.bfloat16
     torch.testing.assert_close(factored.float(), reference.float(), atol=0.05, rtol=0.02)
-    torch.testing.assert_close(cached.float(), reference.float(), atol=0.05, rtol=0.02)
+    torch.testing.assert_close(with_h.float(), reference.float(), atol=0.05, rtol=0.02)
 
 
 @pytest.mark.parametrize("kind", list(LAYERS))
 def test_a_halved_layer_computes_and_trains_in_float16_on_either_path(kind):
     """fairseq's --memory-efficient-fp16 (training) and generate --fp16 halve the whole model, on CPU too;
-    an H cached in float32 before is not reused."""
+    an H built in float32 before leaves no trace."""
     layer = LAYERS[kind](32, 64, 4).eval()
     x = torch.randn(5, 32)
     with torch.no_grad():
         reference = nn.functional.linear(x.double(), layer.build_weight().double(), layer.bias.double())
         layer.factored_max_rows = 0
-        layer(x)  # H cached in float32
+        layer(x)  # H built in float32
         layer.half()
-        cached = layer(x.half())
+        with_h = layer(x.half())
         layer.factored_max_rows = 10**9
         factored = layer(x.half())
-    assert cached.dtype == factored.dtype == torch.float16
-    for out in (cached, factored):
+    assert with_h.dtype == factored.dtype == torch.float16
+    for out in (with_h, factored):
         torch.testing.assert_close(out.double(), reference, atol=0.01, rtol=0.01)
     layer.train()
     layer(x.half()).float().square().sum().backward()
@@ -589,10 +589,10 @@ def eval_layer():
 
 
 @pytest.mark.parametrize("write", SEEN_WRITES, ids=lambda write: write.__name__)
-def test_cache_is_never_stale_after_a_write_the_version_counters_see(write):
+def test_inference_weight_is_never_stale_after_a_write_the_version_counters_see(write):
     layer, x = eval_layer(), torch.randn(4, 8)
     with torch.no_grad():
-        before = layer(x)  # builds and caches H
+        before = layer(x)  # builds H (and keeps nothing)
     write(layer)
     with torch.no_grad():
         after = layer(x)
@@ -624,7 +624,7 @@ def test_functional_call_computes_with_the_tensors_it_is_given(kind, warm):
     layer = with_path(LAYERS[kind](16, 32, 4), "weight").eval()
     x = torch.randn(5, 16)
     with torch.no_grad():
-        own = layer(x) if warm else None  # a warm cache holds the layer's own H
+        own = layer(x) if warm else None  # a forward before: nothing of it may be kept
         out = torch.func.functional_call(layer, zeros_for(layer), (x,))
         assert torch.equal(out, torch.zeros(5, 32)), "functional_call must use the zeros it was given"
         after = layer(x)  # the layer's own tensors again: not the H of the zeros
@@ -690,7 +690,7 @@ def _double_with_swap_on_conversion(layer):
 
 
 @pytest.mark.parametrize("convert", [_meta_then_to_empty, _swap_tensors, _double_with_swap_on_conversion])
-def test_cache_sees_writes_after_to_empty_swap_tensors_and_swapping_conversions(convert):
+def test_inference_weight_sees_writes_after_to_empty_swap_tensors_and_swapping_conversions(convert):
     layer = convert(PHMLinear(16, 32, n=4)).eval()
     x = torch.randn(5, 16)
     for write in (
@@ -707,7 +707,7 @@ def test_cache_sees_writes_after_to_empty_swap_tensors_and_swapping_conversions(
         torch.testing.assert_close(after, definition(layer, x))
 
 
-def test_cache_sees_a_swap_whose_version_counter_matches():
+def test_inference_weight_sees_a_swap_whose_version_counter_matches():
     layer = PHMLinear(16, 32, n=4).eval()
     x = torch.randn(5, 16)
     with torch.no_grad():
@@ -741,7 +741,7 @@ def test_importing_the_layers_changes_nothing_process_wide():
 
 
 @LOW_RANK_SAVES_NOTHING
-def test_factors_are_plain_parameters_and_copies_start_with_no_cache(tmp_path):
+def test_factors_are_plain_parameters_and_copies_follow_their_own_factors(tmp_path):
     layer = PHMLinear(8, 8, n=2, rank=2).eval()
     assert all(type(t) is nn.Parameter for t in (layer.A, layer.S_left, layer.S_right))
     x = torch.randn(3, 8)
@@ -794,19 +794,19 @@ def test_rank_one_variance_matches_the_target_on_average(n):
 
 
 @LOW_RANK_SAVES_NOTHING
-def test_low_rank_cache_is_dropped_when_either_factor_changes():
+def test_low_rank_inference_weight_follows_either_factor():
     layer = PHMLinear(8, 8, n=2, rank=2).eval()
-    first = cached(layer)
+    first = inference_weight(layer)
     with torch.no_grad():
         layer.S_right.mul_(2)
-    torch.testing.assert_close(cached(layer), 2 * first)
+    torch.testing.assert_close(inference_weight(layer), 2 * first)
     with torch.no_grad():
         layer.S_left.mul_(0.5)
-    torch.testing.assert_close(cached(layer), first)
+    torch.testing.assert_close(inference_weight(layer), first)
     optimizer = torch.optim.SGD(layer.parameters(), lr=0.1)
     layer(torch.randn(3, 8)).sum().backward()  # eval mode, grad enabled: differentiable
     optimizer.step()
-    torch.testing.assert_close(cached(layer), layer.build_weight().detach())
+    torch.testing.assert_close(inference_weight(layer), layer.build_weight().detach())
 
 
 @LOW_RANK_SAVES_NOTHING
@@ -930,14 +930,14 @@ def test_shared_rule_keeps_the_variance_of_every_layer():
 @LOW_RANK_SAVES_NOTHING
 def test_a_step_through_one_layer_changes_every_layer_that_shares_its_rule():
     model = TwoSides(LinearSpec("phm", n=4, rank=2, shared_rule="model")).eval()
-    before = [cached(layer) for layer in model.layers()]
+    before = [inference_weight(layer) for layer in model.layers()]
     optimizer = torch.optim.SGD(model.parameters(), lr=0.5)
     model.decoder[1](torch.randn(5, 8)).pow(2).sum().backward()  # only the last layer's output
     assert model.encoder[0].S_left.grad is None and model.encoder[0].A.grad is not None
     optimizer.step()
     for layer, h in zip(model.layers(), before):
-        after = cached(layer)
-        assert not torch.equal(after, h), "every eval cache sees the new A"
+        after = inference_weight(layer)
+        assert not torch.equal(after, h), "every layer computes with the new A"
         torch.testing.assert_close(after, layer.build_weight().detach())
 
 
