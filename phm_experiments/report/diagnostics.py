@@ -18,9 +18,15 @@ KINDS = ("rule", "factor", "dense", "bias", "norm", "embedding", "gate")
 SHOWN = ("rule", "factor", "dense", "embedding")  # the kinds plotted: the maps, and the embeddings beside them
 
 
+PLATEAU = 0.9  # the moves counted: from the first epoch at this fraction of the run's best validation BLEU
+
+
 def validation_moves(entry: Entry):
-    """(mean, largest) absolute change of the validation BLEU from one epoch to the next; None without it."""
+    """(mean, largest) absolute change of the validation BLEU from one epoch to the next on the run's plateau,
+    where the best checkpoint is picked (the climb of the first epochs would swamp it); None without it."""
     scores = [bleu for _, bleu in entry.result.training.curve.get("valid_bleu", [])]
+    if scores:
+        scores = scores[next(i for i, bleu in enumerate(scores) if bleu >= PLATEAU * max(scores)) :]
     moves = [abs(b - a) for a, b in zip(scores, scores[1:])]
     return (statistics.mean(moves), max(moves)) if moves else None
 
@@ -64,7 +70,8 @@ def markdown(rows: list[dict]) -> str:
     lines = [
         "## Training diagnostics",
         "",
-        "How far the validation BLEU moved from one epoch to the next (mean and largest absolute change), "
+        "How far the validation BLEU moved from one epoch to the next on the run's plateau (from the first epoch "
+        f"at {PLATEAU:.0%} of its best; mean and largest absolute change), "
         "and, where the run logged its parameter statistics (--log-parameter-stats), the mean over epochs "
         "of each kind's relative update per step, ||after - before|| / ||before||; rule/factor: the rules' "
         "relative update over the factors'.",
@@ -125,7 +132,7 @@ def plot_parameter_statistics(entries: list[Entry], path: Path) -> bool:
         ax.grid(alpha=0.3)
     for ax in axes[2]:
         ax.set_xlabel("updates")
-    axes[0][0].legend(fontsize=7)
+    axes[2][0].legend(fontsize=7)  # the one panel every run draws in
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
