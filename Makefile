@@ -32,13 +32,18 @@ converged: install
 converged-report: install
 	scripts/converged.sh report
 
+# pytest-xdist: the tests in TEST_WORKERS processes of one thread each, a test module to one process
+# (its module-scoped fixtures are made once); `pytest -n 0` runs in this process alone
+TEST_WORKERS ?= 2
+XDIST = -n $(TEST_WORKERS) --dist loadfile
+
 # The whole suite, then its 25 slowest tests (what to cut first when it grows): docs/testing.md
 test: install
-	$(PY) -m pytest --durations=25
+	$(PY) -m pytest $(XDIST) --durations=25
 
 # The day-to-day loop: everything but the end-to-end runs marked slow
 test-fast: install
-	$(PY) -m pytest -m "not slow"
+	$(PY) -m pytest $(XDIST) -m "not slow"
 
 # ruff, pinned in constraints.txt and configured in pyproject.toml: lint and format
 lint: install

@@ -51,7 +51,8 @@ setup(
         "experiments": EXPERIMENTS,
         # phm-export --format ctranslate2 (CPU wheels on PyPI); the tests convert a tiny model
         "export": ["ctranslate2"],
-        "test": ["pytest", "ruff", "ctranslate2", *EXPERIMENTS],
+        # pytest-xdist runs the suite on every core (make test); filelock: the fixtures its workers share
+        "test": ["pytest", "pytest-xdist", "filelock", "ruff", "ctranslate2", *EXPERIMENTS],
     },
     entry_points={
         "console_scripts": [

@@ -3,12 +3,17 @@ import logging
 import math
 import os
 import re
+import shutil
 import signal
 import sys
 from pathlib import Path
 
 import pytest
-import torch
+from filelock import FileLock
+
+# One thread for this process and every process it starts: under pytest-xdist (make test) the workers
+# share the cores. Set before torch is first imported, which reads it then; a value already set is kept.
+os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -93,6 +98,8 @@ def run_main(main, *args, check=True):
 
     argv = [str(a) for a in args]
     out, err = io.StringIO(), io.StringIO()
+    # a command sets its own signal handlers (phm-run: SIGTERM stops it as Ctrl-C does); this process gets its own back
+    handlers = {number: signal.getsignal(number) for number in (signal.SIGINT, signal.SIGTERM)}
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         try:
             code = main(argv) or 0
@@ -102,6 +109,9 @@ def run_main(main, *args, check=True):
                 if code is not None:
                     print(code, file=sys.stderr)
                 code = 0 if code is None else 1
+        finally:
+            for number, handler in handlers.items():
+                signal.signal(number, handler)
     result = subprocess.CompletedProcess(argv, code, out.getvalue(), err.getvalue())
     if check and code:
         raise AssertionError(
@@ -265,44 +275,82 @@ def tiny_config(data_bin: Path, train=None, evaluate=None, **top) -> dict:
     }
 
 
+# --- made once per test run, shared by the modules (and the pytest-xdist workers) that read them ----
+
+
 @pytest.fixture(scope="session")
-def copy_task(tmp_path_factory) -> Path:
+def run_tmp_path(request, tmp_path_factory) -> Path:
+    """The temporary folder of the whole test run: under pytest-xdist, the one that holds each worker's own."""
+    basetemp = tmp_path_factory.getbasetemp()
+    # what xdist.is_xdist_worker asks, without importing xdist (the GPU run's pytest has none)
+    return basetemp.parent if hasattr(request.config, "workerinput") else basetemp
+
+
+def made_once(folder: Path, make) -> Path:
+    """``folder`` as ``make(folder)`` fills it, once per test run however many pytest-xdist workers ask: the
+    first makes it while the others wait on its lock, then each reads it. A marker written after ``make``
+    returns says the folder is complete; one without it (its maker failed or was killed) is made afresh
+    by the next that asks, so no test reads a half-made folder."""
+    complete = folder.with_name(folder.name + ".complete")
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    with FileLock(folder.with_name(folder.name + ".lock")):
+        if not complete.exists():
+            shutil.rmtree(folder, ignore_errors=True)
+            folder.mkdir()
+            make(folder)
+            complete.touch()
+    return folder
+
+
+def trained_once(save_dir: Path, data: Path, *extra) -> tuple:
+    """``train(data, save_dir, *extra)`` once per test run (made_once): (save_dir, the training's output)."""
+
+    def make(folder):
+        result = train(data, folder, *extra)
+        (folder / "train.log").write_text(result.stdout + result.stderr)
+
+    made_once(save_dir, make)
+    return save_dir, (save_dir / "train.log").read_text()
+
+
+@pytest.fixture(scope="session")
+def copy_task(run_tmp_path) -> Path:
     """A synthetic copy task (random digit strings), binarized with a joined dictionary."""
     import random
 
-    root = tmp_path_factory.mktemp("copy_task")
-    rng = random.Random(0)
-    sizes = {"train": 3000, "valid": 100, "test": 64}
-    for split, size in sizes.items():
-        lines = [" ".join(rng.choice("0123456789abcdef") for _ in range(rng.randint(3, 8))) for _ in range(size)]
-        for lang in ("src", "tgt"):
-            (root / f"{split}.{lang}").write_text("\n".join(lines) + "\n")
-    return fairseq_preprocess(root, "src", "tgt")
+    def make(root):
+        rng = random.Random(0)
+        sizes = {"train": 3000, "valid": 100, "test": 64}
+        for split, size in sizes.items():
+            lines = [" ".join(rng.choice("0123456789abcdef") for _ in range(rng.randint(3, 8))) for _ in range(size)]
+            for lang in ("src", "tgt"):
+                (root / f"{split}.{lang}").write_text("\n".join(lines) + "\n")
+        fairseq_preprocess(root, "src", "tgt")
+
+    return made_once(run_tmp_path / "copy_task", make) / "bin"
 
 
 @pytest.fixture(scope="session")
 @slow
-def multi30k_bpe(tmp_path_factory) -> Path:
+def multi30k_bpe(run_tmp_path) -> Path:
     """2,000 Multi30k en-de training pairs (100 valid, 100 test) through data-prep/multi30k.sh:
     sacremoses tokenization and 1,000 subword-nmt merges, as for a real model."""
     import gzip
 
-    root = tmp_path_factory.mktemp("multi30k_bpe")
-    (root / "src").mkdir()
-    for name, size in (("train", 2000), ("val", 100), ("test_2016_flickr", 100)):
-        for lang in ("en", "de"):
-            with gzip.open(REPO / "data" / "multi30k" / f"{name}.{lang}.gz", "rt", encoding="utf-8") as f:
-                lines = f.read().splitlines()[:size]
-            with gzip.open(root / "src" / f"{name}.{lang}.gz", "wt", encoding="utf-8") as f:
-                f.write("\n".join(lines) + "\n")
-    script = REPO / "data-prep" / "multi30k.sh"
-    run_command(
-        "bash", script, "--src-dir", root / "src", "--out", root / "bin", "--bpe-size", "1000", "--workers", "1"
-    )
-    return root / "bin"
+    def make(root):
+        (root / "src").mkdir()
+        for name, size in (("train", 2000), ("val", 100), ("test_2016_flickr", 100)):
+            for lang in ("en", "de"):
+                with gzip.open(REPO / "data" / "multi30k" / f"{name}.{lang}.gz", "rt", encoding="utf-8") as f:
+                    lines = f.read().splitlines()[:size]
+                with gzip.open(root / "src" / f"{name}.{lang}.gz", "wt", encoding="utf-8") as f:
+                    f.write("\n".join(lines) + "\n")
+        script = REPO / "data-prep" / "multi30k.sh"
+        run_command(
+            "bash", script, "--src-dir", root / "src", "--out", root / "bin", "--bpe-size", "1000", "--workers", "1"
+        )
 
-
-# --- trained once per test run, shared by the modules that read a trained model ------------------
+    return made_once(run_tmp_path / "multi30k_bpe", make) / "bin"
 
 
 class TrainedOnFirstUse(dict):
@@ -319,29 +367,26 @@ class TrainedOnFirstUse(dict):
 
 @pytest.fixture(scope="session")
 @slow
-def copy_models(copy_task, tmp_path_factory):
+def copy_models(copy_task, run_tmp_path):
     """Each model of ARCHS trained by fairseq-train on copy_task, 300 updates unless ARCHS says more, with
     TensorBoard logs: {name: (checkpoint_best.pt, the training's output)}. Tests read these; a test that
     trains on writes into its own folder."""
 
     def train_one(name):
-        save_dir = tmp_path_factory.mktemp(name)
-        result = train(
-            copy_task, save_dir, "--max-update", "300", *ARCHS[name], "--tensorboard-logdir", save_dir / "tensorboard"
-        )
-        return save_dir / "checkpoint_best.pt", result.stdout + result.stderr
+        folder = run_tmp_path / "copy_models" / name
+        tensorboard = ("--tensorboard-logdir", folder / "tensorboard")
+        save_dir, log = trained_once(folder, copy_task, "--max-update", "300", *ARCHS[name], *tensorboard)
+        return save_dir / "checkpoint_best.pt", log
 
     return TrainedOnFirstUse(train_one)
 
 
 @pytest.fixture(scope="session")
 @slow
-def multi30k_phm(multi30k_bpe, tmp_path_factory):
+def multi30k_phm(multi30k_bpe, run_tmp_path):
     """A tiny PHM-Transformer (n=4, fused Q/K/V) trained by fairseq-train on multi30k_bpe for 300
     updates: (its checkpoint folder, the training's output). Tests read it; one that trains on copies it."""
-    save_dir = tmp_path_factory.mktemp("multi30k_phm")
-    result = train(multi30k_bpe, save_dir, *ARCHS["phm-n4-fused"], "--max-update", "300")
-    return save_dir, result.stdout + result.stderr
+    return trained_once(run_tmp_path / "multi30k_phm", multi30k_bpe, *ARCHS["phm-n4-fused"], "--max-update", "300")
 
 
 # --- helpers of several test files ----------------------------------------------------------
@@ -464,6 +509,8 @@ def transformer_body(d, f, layers, n=1, fused=True, phm_ffn=True, quaternion=Fal
 
 def hamilton_product_eq_2_2(W, x):
     """W (x) x written out per eq. 2.2 of Zhang et al.; components are matrices and vectors."""
+    import torch
+
     Qr, Qx, Qy, Qz = W
     Pr, Px, Py, Pz = x.chunk(4, dim=-1)
     mm = lambda Q, P: P @ Q.T  # noqa: E731  (batched row vectors, nn.Linear layout)
