@@ -32,7 +32,10 @@ def pytest_configure(config):
         popen_init(self, *args, **kwargs)
 
     subprocess.Popen.__init__ = counting_init
-    config._cost_report = open(config.getoption("--cost-report"), "w")
+    # under pytest-xdist the workers append to the file that the controller started afresh
+    worker = getattr(config, "workerinput", {}).get("workerid")
+    config._cost_report = open(config.getoption("--cost-report"), "a" if worker else "w")
+    config._cost_worker = worker
 
 
 def _cpu(who) -> float:
@@ -52,7 +55,10 @@ def pytest_runtest_protocol(item, nextitem):
     wall, cpu_self, cpu_children, processes = (b - a for a, b in zip(before, after))
     costs = {"wall_s": wall, "cpu_self_s": cpu_self, "cpu_children_s": cpu_children}
     row = {"test": item.nodeid, **{key: round(value, 2) for key, value in costs.items()}, "processes": processes}
-    print(json.dumps(row), file=report, flush=True)
+    if item.config._cost_worker:
+        row["worker"] = item.config._cost_worker
+    report.write(json.dumps(row) + "\n")  # one write of one line: the workers' lines never interleave
+    report.flush()
 
 
 def pytest_unconfigure(config):
@@ -81,6 +87,13 @@ def tables(rows: list, top: int = 40) -> str:
         lines.append(
             f"| {name} | {module['tests']} | {module['cpu']:.0f} | {module['wall']:.0f} | {module['processes']} |"
         )
+    workers = sorted({row["worker"] for row in rows if "worker" in row})
+    if workers:  # pytest-xdist: what each worker ran (its wall seconds: how long it was busy)
+        lines += ["", "| worker | tests | CPU s | wall s |", "|---|---|---|---|"]
+        for worker in workers:
+            mine = [row for row in rows if row.get("worker") == worker]
+            wall = sum(row["wall_s"] for row in mine)
+            lines.append(f"| {worker} | {len(mine)} | {sum(map(cpu, mine)):.0f} | {wall:.0f} |")
     lines += ["", "| test | CPU s | wall s | processes |", "|---|---|---|---|"]
     for row in sorted(rows, key=cpu, reverse=True)[:top]:
         lines.append(f"| {row['test']} | {cpu(row):.1f} | {row['wall_s']:.1f} | {row['processes']} |")
