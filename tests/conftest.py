@@ -53,6 +53,15 @@ def pytest_collection_modifyitems(items):
             item.add_marker(pytest.mark.slow)
 
 
+@pytest.fixture(autouse=True)
+def torch_seeded():
+    """torch's generator starts each test at seed 0: what a test draws does not depend on the tests that ran
+    before it in its process (under pytest-xdist, a worker's share of the modules, which changes from run to run)."""
+    import torch
+
+    torch.manual_seed(0)
+
+
 @pytest.fixture(scope="session")
 def shared_data() -> Path:
     """The workplace's real corpora (SICK, SNLI, SVA, ...): ``PHM_SHARED_DATA`` or ../shared/data.
