@@ -36,9 +36,11 @@ def driver():
 def test_the_cpu_dry_run_runs_every_part_and_reports_it(tmp_path):
     out, work = tmp_path / "out", tmp_path / "work"
     env = {**os.environ, "OUT": str(out), "PHM_GPU_WORK": str(work), "OMP_NUM_THREADS": "1"}
+    before = sorted(os.listdir(REPO))
     result = subprocess.run(
         ["bash", str(GPU / "run.sh"), "--cpu-dry-run"], env=env, capture_output=True, text=True, timeout=3000
     )
+    assert sorted(os.listdir(REPO)) == before, "the run writes below OUT and PHM_GPU_WORK only"
     report = json.loads((out / "report.json").read_text())
     statuses = {name: part["status"] for name, part in report["parts"].items()}
     assert result.returncode == 0 and set(statuses.values()) == {"ok"}, (statuses, (out / "report.md").read_text())

@@ -177,6 +177,7 @@ class Matrix:
     def bf16_check(self) -> None:
         """fairseq's own --bf16, for one update: it sets --tpu, which needs torch_xla."""
         argv = [*self.common, *model_flags("PHM n=4", self.args.size), "--bf16", "--max-update", "1", "--no-save"]
+        argv += ["--save-dir", str(self.args.work / self.args.size / "bf16-check")]  # fairseq makes it even so
         error, _, _, _ = self.timed(functools.partial(fairseq_train, argv))
         self.emit({"kind": "bf16-check", "fails": error is not None, "error": error})
 
