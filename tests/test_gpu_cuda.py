@@ -218,7 +218,7 @@ def test_a_model_moved_with_cuda_and_half_after_it_was_merged(device, name):
     assert relative_error(logits, expected) <= 30 * UNIT_ROUNDOFF[torch.float16]
 
 
-@pytest.mark.parametrize("product", ["factored", "merged H"])
+@pytest.mark.parametrize("product", ["factored", "with H"])
 def test_incremental_decoding_on_the_device_equals_the_full_pass(device, product, monkeypatch):
     monkeypatch.setattr(PHMLinear, "factored_max_rows", 10**9 if product == "factored" else 0)
     model, task = translation_model(MODELS["PHM n=4"])

@@ -95,7 +95,7 @@ def test_shared_rule_and_rank_run_as_asked_and_stay_tied_after_loading_and_resum
         assert all(torch.equal(state[key], layers[0].A) for key in state if key.endswith(".A"))
 
 
-@pytest.mark.parametrize("product", ["factored", "cached H"])
+@pytest.mark.parametrize("product", ["factored", "with H"])
 def test_beam_search_equals_full_re_decoding_and_incremental_steps_equal_full_pass(trained, product, monkeypatch):
     from fairseq.models import FairseqDecoder
 
@@ -154,15 +154,15 @@ def test_the_product_path_does_not_change_what_is_decoded(trained, monkeypatch):
     model, task = load(checkpoint)
     net_input = batch_of(task, 3)
     decoded = {}
-    for product, limit in (("factored", 10**9), ("cached H", 0)):
+    for product, limit in (("factored", 10**9), ("with H", 0)):
         monkeypatch.setattr(PHMLinear, "factored_max_rows", limit)
         generator = task.build_generator([model], type("Args", (), {"beam": 5, "lenpen": 0.6})())
         with torch.no_grad():
             decoded[product] = generator.generate([model], {"net_input": net_input})
-    for factored, cached in zip(decoded["factored"], decoded["cached H"]):
-        assert [h["tokens"].tolist() for h in factored] == [h["tokens"].tolist() for h in cached]
+    for factored, with_h in zip(decoded["factored"], decoded["with H"]):
+        assert [h["tokens"].tolist() for h in factored] == [h["tokens"].tolist() for h in with_h]
         torch.testing.assert_close(
-            torch.stack([h["score"] for h in factored]), torch.stack([h["score"] for h in cached]), rtol=1e-5, atol=1e-5
+            torch.stack([h["score"] for h in factored]), torch.stack([h["score"] for h in with_h]), rtol=1e-5, atol=1e-5
         )
 
 
@@ -246,9 +246,9 @@ def test_interactive_translation_is_the_same_on_either_product(multi30k_phm, mul
         )
         assert result.returncode == 0, result.stderr[-3000:]
         translations[rows] = re.findall(r"^H-(\d+)\t(\S+)\t(.*)$", result.stdout, flags=re.M)
-    factored, cached = translations["1000000"], translations["0"]
-    assert len(factored) == 3 and [(i, text) for i, _, text in factored] == [(i, text) for i, _, text in cached]
-    assert all(abs(float(a) - float(b)) < 1e-3 for (_, a, _), (_, b, _) in zip(factored, cached))
+    factored, with_h = translations["1000000"], translations["0"]
+    assert len(factored) == 3 and [(i, text) for i, _, text in factored] == [(i, text) for i, _, text in with_h]
+    assert all(abs(float(a) - float(b)) < 1e-3 for (_, a, _), (_, b, _) in zip(factored, with_h))
 
 
 def test_the_environment_sets_the_rows_of_the_factored_product():
