@@ -69,6 +69,11 @@ def timed_ratio(fn, baseline, rounds: int, min_run_time: float = 0.2, label: str
     )
 
 
+def portable(text: str) -> str:
+    """``text`` with the repository's paths relative to it: a committed report names no machine's folders."""
+    return text.replace(f"{REPO}{os.sep}", "")
+
+
 def write_report(
     name: str, title: str, env: dict, columns: list, rows: list, notes: str = "", extra=None, directory: Path = RESULTS
 ) -> Path:
@@ -76,7 +81,7 @@ def write_report(
     ``directory``: results/ unless a trial run writes elsewhere."""
     directory.mkdir(parents=True, exist_ok=True)
     (directory / f"{name}.json").write_text(
-        json.dumps({"environment": env, "rows": rows, **(extra or {})}, indent=2) + "\n"
+        portable(json.dumps({"environment": env, "rows": rows, **(extra or {})}, indent=2) + "\n")
     )
     fmt = lambda v: f"{v:.3f}" if isinstance(v, float) else str(v)  # noqa: E731
     lines = [
@@ -94,7 +99,7 @@ def write_report(
     if notes:
         lines += [notes.strip(), ""]
     path = directory / f"{name}.md"
-    path.write_text("\n".join(lines))
+    path.write_text(portable("\n".join(lines)))
     return path
 
 

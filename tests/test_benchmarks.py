@@ -38,3 +38,16 @@ def test_reports_name_the_cpu_and_its_instruction_sets():
     assert env["instruction_sets"] == found
     assert machine(env).startswith(f"torch CPU capability {env['cpu_capability']}, ")
     assert machine({"device": "old report"}) == "instruction sets not recorded"
+
+
+def test_reports_hold_paths_relative_to_the_repository(tmp_path):
+    from benchmarks.common import REPO, write_report
+
+    data = REPO / "data-bin" / "multi30k.en-de"
+    env = {**environment("cpu"), "command": f"python -m benchmarks.bench_x --data {data}"}
+    write_report(
+        "x", "A report", env, [("data", "data")], [{"data": str(data)}], notes=f"Data {data}.", directory=tmp_path
+    )
+    for report in (tmp_path / "x.md", tmp_path / "x.json"):
+        text = report.read_text()
+        assert str(REPO) not in text and "data-bin/multi30k.en-de" in text
