@@ -40,7 +40,7 @@ from pathlib import Path
 
 import torch
 
-from .common import REPO, RESULTS, environment, prepare_multi30k, write_report
+from .common import REPO, RESULTS, environment, multi30k_sample, prepare_multi30k, write_report
 
 DEMO_CONFIG = "configs/small/multi30k/phm_n4.yaml"
 DEMO_RUN = REPO / "work" / "runs" / "small" / "multi30k" / "phm_n4" / "seed1"
@@ -85,20 +85,12 @@ class Commands:
 
 def quick_corpus(work: Path, run: Commands) -> Path:
     """2,000 Multi30k en-de training pairs (100 valid, 100 test) with 1,000 BPE merges, as the tests use."""
-    import gzip
-
     data = work / "multi30k_2k"
     command = ["bash", "data-prep/multi30k.sh", "--src-dir", work / "src", "--out", data, "--bpe-size", 1000]
     if (data / "prep.json").exists():
         run(*command, done=True)
         return data
-    (work / "src").mkdir(parents=True, exist_ok=True)
-    for name, size in (("train", 2000), ("val", 100), ("test_2016_flickr", 100)):
-        for lang in ("en", "de"):
-            with gzip.open(REPO / "data" / "multi30k" / f"{name}.{lang}.gz", "rt", encoding="utf-8") as f:
-                lines = f.read().splitlines()[:size]
-            with gzip.open(work / "src" / f"{name}.{lang}.gz", "wt", encoding="utf-8") as f:
-                f.write("\n".join(lines) + "\n")
+    multi30k_sample(work / "src")
     run(*command)
     return data
 

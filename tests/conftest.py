@@ -344,16 +344,10 @@ def copy_task(run_tmp_path) -> Path:
 def multi30k_bpe(run_tmp_path) -> Path:
     """2,000 Multi30k en-de training pairs (100 valid, 100 test) through data-prep/multi30k.sh:
     sacremoses tokenization and 1,000 subword-nmt merges, as for a real model."""
-    import gzip
+    from benchmarks.common import multi30k_sample
 
     def make(root):
-        (root / "src").mkdir()
-        for name, size in (("train", 2000), ("val", 100), ("test_2016_flickr", 100)):
-            for lang in ("en", "de"):
-                with gzip.open(REPO / "data" / "multi30k" / f"{name}.{lang}.gz", "rt", encoding="utf-8") as f:
-                    lines = f.read().splitlines()[:size]
-                with gzip.open(root / "src" / f"{name}.{lang}.gz", "wt", encoding="utf-8") as f:
-                    f.write("\n".join(lines) + "\n")
+        multi30k_sample(root / "src")
         script = REPO / "data-prep" / "multi30k.sh"
         run_command(
             "bash", script, "--src-dir", root / "src", "--out", root / "bin", "--bpe-size", "1000", "--workers", "1"
