@@ -22,7 +22,8 @@ and the extra `pip install -e .[experiments]` (pyyaml, matplotlib).
   paths: relative to the working directory
 - cli/: the phm-run and phm-collect commands
 - report/: phm-collect: aggregate.py (the runs' seeds averaged into typed rows), tables.py (Markdown
-  and CSV of the rows), plots.py
+  and CSV of the rows), plots.py, diagnostics.py (the parameter statistics by kind and the validation
+  moves), width.py (the gap to the dense twin against the width)
 """
 
 from .config import Config, ConfigError, expand, load_config  # noqa: F401

@@ -1,0 +1,162 @@
+"""The gap to the dense twin against the model's width: for each series (a kind of model, e.g. PHM n=4 with
+one recipe), its runs at each hidden size set against the dense twin of that size, on the best checkpoint
+and on the average of the last checkpoints (each seed's figures averaged, as phm-collect's rows).
+
+    python -m phm_experiments.report.width --out results/width_trend \\
+        --hidden 128 256 \\
+        --dense converged/multi30k/transformer converged/multi30k_iwslt/transformer \\
+        --series "PHM n=4" converged/multi30k/phm_n4_lr008 converged/multi30k_iwslt/phm_n4 \\
+        --series "PHM n=2" converged/multi30k/phm_n2_lr008 converged/multi30k_iwslt/phm_n2
+
+Each run is named by its folder below --runs-dir (results/runs), one per --hidden value, in that order; a
+series without runs at some width leaves that point out. Writes OUT.md, OUT.json and OUT.png.
+"""
+
+import argparse
+import json
+import shlex
+import sys
+from pathlib import Path
+
+from .aggregate import ReportError, load_results, mean_of
+from .plots import palette, pyplot
+
+
+def figures(runs_dir: Path, name: str) -> dict | None:
+    """The config folder ``name``'s figures, averaged over its seeds: the best checkpoint's and the last-N
+    average's score (and their standard deviations), its best validation score and its parameters; None
+    where it has no finished run."""
+    folder = runs_dir / name
+    if not folder.is_dir() or not any(folder.glob("seed*/result.json")):
+        return None
+    entries = [entry for entry in load_results(folder.parent) if entry.row.partition("@")[0] == folder.name]
+    best = [entry for entry in entries if entry.is_best]
+    averaged = [entry for entry in entries if entry.evaluation.averaged]
+    row = mean_of(folder.parent.name, folder.name, best)
+    values = {
+        "run": name,
+        "seeds": row.seeds,
+        "best": row.score,
+        "best_std": row.score_std,
+        "best_valid": row.best_valid,
+        "params_no_emb": row.params_no_emb,
+    }
+    if averaged and len(averaged) == len(best):
+        average = mean_of(folder.parent.name, averaged[0].row, averaged)
+        values.update(last=average.score, last_std=average.score_std, last_of=len(averaged[0].evaluation.averaged))
+    return values
+
+
+def gaps(runs_dir: Path, hidden: list[int], dense: list[str], series: dict[str, list[str]]) -> dict:
+    """{"hidden": [...], "dense": [figures per width], "series": {label: [figures with gap_best/gap_last]}}."""
+    for label, names in {"--dense": dense, **series}.items():
+        if len(names) != len(hidden):
+            raise ReportError(f"{label}: {len(names)} runs for {len(hidden)} widths ({hidden}): give one per width")
+    twins = [figures(runs_dir, name) for name in dense]
+    for width, twin, name in zip(hidden, twins, dense):
+        if twin is None:
+            raise ReportError(f"hidden {width}: the dense twin {runs_dir / name} has no finished run (result.json)")
+    table = {}
+    for label, names in series.items():
+        points = []
+        for twin, name in zip(twins, names):
+            point = figures(runs_dir, name)
+            if point is not None:
+                point["gap_best"] = round(point["best"] - twin["best"], 2)
+                if point.get("last") is not None and twin.get("last") is not None:
+                    point["gap_last"] = round(point["last"] - twin["last"], 2)
+            points.append(point)
+        table[label] = points
+    return {"hidden": hidden, "dense": twins, "series": table}
+
+
+def markdown(title: str, result: dict, command: str) -> str:
+    def score(point, key):
+        if point is None or point.get(key) is None:
+            return ""
+        std = point.get(f"{key}_std")
+        return f"{point[key]:.2f}" + (f" ± {std:.2f}" if std is not None else "")
+
+    def gap(point, key):
+        return "" if point is None or point.get(key) is None else f"{point[key]:+.2f}"
+
+    lines = [
+        f"# {title}",
+        "",
+        "BLEU on the test set (mean ± standard deviation over seeds), chosen on validation BLEU; the gap is the "
+        "model's score minus its dense twin's at the same width, for the best checkpoint and for the average of "
+        "the last checkpoints.",
+        "",
+        "| hidden | model | run | seeds | best valid | best | gap | last avg | gap | parameters without embeddings |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for i, width in enumerate(result["hidden"]):
+        rows = [("dense twin", result["dense"][i])] + [(label, points[i]) for label, points in result["series"].items()]
+        for label, point in rows:
+            if point is None:
+                continue
+            lines.append(
+                f"| {width} | {label} | {point['run']} | {point['seeds']} | {point['best_valid'] or ''} | "
+                f"{score(point, 'best')} | {gap(point, 'gap_best')} | {score(point, 'last')} | "
+                f"{gap(point, 'gap_last')} | {point['params_no_emb']:,} |"
+            )
+    lines += ["", "Made by:", "", "```", command, "```", ""]
+    return "\n".join(lines)
+
+
+def plot(result: dict, path: Path, title: str) -> None:
+    plt = pyplot()
+    fig, axes = plt.subplots(1, 2, figsize=(10, 4), sharey=True)
+    for ax, key, name in ((axes[0], "gap_best", "best checkpoint"), (axes[1], "gap_last", "average of the last")):
+        ax.axhline(0, color="black", linewidth=1, label="dense twin")
+        for i, (label, points) in enumerate(result["series"].items()):
+            score = "best" if key == "gap_best" else "last"  # the error bar: the model's spread over its seeds
+            shown = [(w, p) for w, p in zip(result["hidden"], points) if p is not None and p.get(key) is not None]
+            if shown:
+                ax.errorbar(
+                    [w for w, _ in shown],
+                    [p[key] for _, p in shown],
+                    yerr=[p.get(f"{score}_std") or 0 for _, p in shown],
+                    marker="o",
+                    capsize=3,
+                    color=palette(i),
+                    label=label,
+                )
+        ax.set_xscale("log", base=2)
+        ax.set_xticks(result["hidden"], [str(w) for w in result["hidden"]])
+        ax.set_xlabel("hidden size")
+        ax.set_title(name)
+        ax.grid(alpha=0.3)
+    axes[0].set_ylabel("BLEU minus the dense twin's")
+    axes[1].legend(fontsize=8)
+    fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--runs-dir", type=Path, default=Path("results/runs"))
+    parser.add_argument("--hidden", type=int, nargs="+", required=True, help="the widths, in order")
+    parser.add_argument("--dense", nargs="+", required=True, help="the dense twin's run folder at each width")
+    parser.add_argument("--series", nargs="+", action="append", required=True, metavar=("LABEL", "RUN"))
+    parser.add_argument("--title", default="The gap to the dense twin against the width")
+    parser.add_argument("--out", type=Path, required=True)
+    args = parser.parse_args(argv)
+    series = {label: names for label, *names in args.series}
+    try:
+        result = gaps(args.runs_dir, args.hidden, args.dense, series)
+    except ReportError as error:
+        parser.exit(2, f"phm_experiments.report.width: {error}\n")
+    given = argv if argv is not None else sys.argv[1:]
+    command = shlex.join(["python", "-m", "phm_experiments.report.width", *given])
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    Path(f"{args.out}.json").write_text(json.dumps({**result, "command": command}, indent=1) + "\n")
+    Path(f"{args.out}.md").write_text(markdown(args.title, result, command))
+    plot(result, Path(f"{args.out}.png"), args.title)
+    print(f"wrote {args.out}.md, .json, .png")
+
+
+if __name__ == "__main__":
+    main()
