@@ -8,7 +8,7 @@
 #   scripts/recipe.sh            start both queues in the background (logs: work/logs/recipe-{a,b}.log)
 #   scripts/recipe.sh queue      one queue in the foreground
 #   scripts/recipe.sh report     results/converged_multi30k_recipe.{md,csv,png,curves.png,parameters.png},
-#                                docs/parameter_stats.png
+#                                results/converged_multi30k_iwslt_lr_check.*, docs/parameter_stats.png
 set -euo pipefail
 cd "$(dirname "$0")/.."
 RUNS=results/runs
@@ -48,6 +48,10 @@ case ${1:-start} in
   report)
     .venv/bin/phm-collect $RUNS/converged/multi30k_recipe --out results/converged_multi30k_recipe \
       --title "Multi30k en-de, the training-recipe screen (PHM n=4, seed 1): BLEU on test2016, chosen on valid"
+    if compgen -G "$RUNS/converged/multi30k_iwslt_lr_check/*/seed*/result.json" > /dev/null; then
+      .venv/bin/phm-collect $RUNS/converged/multi30k_iwslt_lr_check --out results/converged_multi30k_iwslt_lr_check \
+        --title "Multi30k en-de, the recipe check at the iwslt size (8 epochs, seed 1): BLEU on test2016, chosen on valid"
+    fi
     # the statistics of the dense twin and PHM n=4 as converged, alone (docs/training.md)
     .venv/bin/python -m phm_experiments.report.diagnostics $RUNS/converged/multi30k_recipe \
       --rows transformer phm_n4 --out docs/parameter_stats.png
