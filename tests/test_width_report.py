@@ -7,20 +7,15 @@ from pathlib import Path
 import pytest
 
 from phm_experiments.report.width import main
+from phm_experiments.results import Result
 
 RUNS = Path(__file__).parent.parent / "results/runs"
 
 
 def scores(config: str, averaged: bool) -> list[float]:
     """Each seed's test BLEU of a committed run: the best checkpoint's, or the last checkpoints' average."""
-    values = []
-    for file in sorted((RUNS / config).glob("seed*/result.json")):
-        record = json.loads(file.read_text())
-        evaluations = [record["evaluation"], *record.get("epoch_evaluations", []), record.get("averaged_evaluation")]
-        values += [
-            e["score"] for e in evaluations if e and bool(e.get("averaged")) == averaged and e.get("epoch") is None
-        ]
-    return values
+    results = [Result.read(file) for file in sorted((RUNS / config).glob("seed*/result.json"))]
+    return [result.averaged_evaluation.score if averaged else result.evaluation.score for result in results]
 
 
 def mean(values):

@@ -13,37 +13,36 @@ series without runs at some width leaves that point out. Writes OUT.md, OUT.json
 """
 
 import argparse
+import functools
 import json
 import shlex
 import sys
 from pathlib import Path
 
-from .aggregate import ReportError, load_results, mean_of
+from .aggregate import ReportError, load_results, run_rows
 from .plots import palette, pyplot
 
 
-def figures(runs_dir: Path, name: str) -> dict | None:
-    """The config folder ``name``'s figures, averaged over its seeds: the best checkpoint's and the last-N
-    average's score (and their standard deviations), its best validation score and its parameters; None
-    where it has no finished run."""
+def figures(rows_of, runs_dir: Path, name: str) -> dict | None:
+    """The config folder ``name``'s figures, its seeds averaged as in phm-collect's rows (``rows_of(folder)``:
+    run_rows of the folder's runs): the best checkpoint's and the last-N average's score (and their standard
+    deviations), its best validation score and its parameters; None where it has no finished run."""
     folder = runs_dir / name
     if not folder.is_dir() or not any(folder.glob("seed*/result.json")):
         return None
-    entries = [entry for entry in load_results(folder.parent) if entry.row.partition("@")[0] == folder.name]
-    best = [entry for entry in entries if entry.is_best]
-    averaged = [entry for entry in entries if entry.evaluation.averaged]
-    row = mean_of(folder.parent.name, folder.name, best)
+    rows = rows_of(folder.parent)
+    best = rows[folder.name]
     values = {
         "run": name,
-        "seeds": row.seeds,
-        "best": row.score,
-        "best_std": row.score_std,
-        "best_valid": row.best_valid,
-        "params_no_emb": row.params_no_emb,
+        "seeds": best.seeds,
+        "best": best.score,
+        "best_std": best.score_std,
+        "best_valid": best.best_valid,
+        "params_no_emb": best.params_no_emb,
     }
-    if averaged and len(averaged) == len(best):
-        average = mean_of(folder.parent.name, averaged[0].row, averaged)
-        values.update(last=average.score, last_std=average.score_std, last_of=len(averaged[0].evaluation.averaged))
+    average = next((row for key, row in rows.items() if key.startswith(f"{folder.name}@avg")), None)
+    if average is not None and average.seeds == best.seeds:
+        values.update(last=average.score, last_std=average.score_std)
     return values
 
 
@@ -52,7 +51,8 @@ def gaps(runs_dir: Path, hidden: list[int], dense: list[str], series: dict[str, 
     for label, names in {"--dense": dense, **series}.items():
         if len(names) != len(hidden):
             raise ReportError(f"{label}: {len(names)} runs for {len(hidden)} widths ({hidden}): give one per width")
-    twins = [figures(runs_dir, name) for name in dense]
+    rows_of = functools.cache(lambda folder: {row.row: row for row in run_rows(load_results(folder))})
+    twins = [figures(rows_of, runs_dir, name) for name in dense]
     for width, twin, name in zip(hidden, twins, dense):
         if twin is None:
             raise ReportError(f"hidden {width}: the dense twin {runs_dir / name} has no finished run (result.json)")
@@ -60,7 +60,7 @@ def gaps(runs_dir: Path, hidden: list[int], dense: list[str], series: dict[str, 
     for label, names in series.items():
         points = []
         for twin, name in zip(twins, names):
-            point = figures(runs_dir, name)
+            point = figures(rows_of, runs_dir, name)
             if point is not None:
                 point["gap_best"] = round(point["best"] - twin["best"], 2)
                 if point.get("last") is not None and twin.get("last") is not None:
