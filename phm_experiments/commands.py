@@ -8,6 +8,7 @@ import contextlib
 import io
 import os
 import shlex
+import statistics
 import subprocess
 import sys
 import threading
@@ -68,6 +69,38 @@ class CommandFailed(RuntimeError):
         super().__init__(f"`{shlex.join(command)}` failed with exit code {returncode} (its output: {log})")
 
 
+class LoadAverage:
+    """The machine's 1-minute load average (os.getloadavg), sampled every ``interval`` seconds while the
+    block runs and once at its end: how much ran beside a command, which a speed set against another
+    run's needs to know (a command of T threads alone keeps it near T; a second run beside it adds its own)."""
+
+    def __init__(self, interval: float = 30.0):
+        self.interval, self.samples = interval, []
+        self._stop = threading.Event()
+        self._sampler = threading.Thread(target=self._sample_until_stopped, daemon=True)
+
+    def _sample(self) -> None:
+        with contextlib.suppress(OSError):  # a platform without a load average records none
+            self.samples.append(os.getloadavg()[0])
+
+    def _sample_until_stopped(self) -> None:
+        while not self._stop.wait(self.interval):
+            self._sample()
+
+    def __enter__(self) -> "LoadAverage":
+        self._sampler.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._sampler.join()
+        self._sample()
+
+    @property
+    def mean(self):
+        return round(statistics.fmean(self.samples), 2) if self.samples else None
+
+
 @dataclass
 class Finished:
     command: list
@@ -75,6 +108,7 @@ class Finished:
     stdout: str
     stderr: str
     stderr_tail: list  # its last lines on stderr
+    load_average: float = None  # the machine's while it ran (LoadAverage.mean)
 
     @property
     def output(self) -> str:
@@ -102,7 +136,7 @@ def run(command: list, log: Path, check: bool = True, quiet: bool = False, tail:
         )
     except OSError as error:  # e.g. a command that is not installed
         raise CommandFailed(command, 127, log, [str(error)]) from None
-    with open(log, "a", encoding="utf-8") as log_file, ends_with_caller(process):
+    with open(log, "a", encoding="utf-8") as log_file, ends_with_caller(process), LoadAverage() as load:
         log_file.write(f"$ {shlex.join(command)}\n")
 
         def pump(stream, lines, console):
@@ -123,7 +157,7 @@ def run(command: list, log: Path, check: bool = True, quiet: bool = False, tail:
     stderr_tail = [line.rstrip("\n") for line in stderr[-tail:]]
     if check and process.returncode:
         raise CommandFailed(command, process.returncode, log, stderr_tail)
-    return Finished(command, process.returncode, "".join(stdout), "".join(stderr), stderr_tail)
+    return Finished(command, process.returncode, "".join(stdout), "".join(stderr), stderr_tail, load.mean)
 
 
 def end_with_parent() -> None:

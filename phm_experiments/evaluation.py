@@ -135,6 +135,7 @@ def bleu(run, checkpoint: Path, hypotheses_file: Path) -> Evaluation:
         sacrebleu=f"{score} {metric.get_signature()}",
         chrf=round(chrf.score, 2),
         chrf_signature=str(chrf_metric.get_signature()),
+        load_average=finished.load_average,
     )
 
 
@@ -153,6 +154,7 @@ def accuracy(run, checkpoint: Path, hypotheses_file: Path = None) -> Evaluation:
         accuracy=report["accuracy"],
         labels=report["labels"],
         confusion=report["confusion"],
+        load_average=finished.load_average,
     )
 
 

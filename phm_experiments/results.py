@@ -116,6 +116,10 @@ class Training(Record):
     best_valid: Optional[float] = None
     stopped_early: Optional[bool] = None
     total_wall_seconds: Optional[float] = None
+    # the machine's 1-minute load average while fairseq-train trained (commands.LoadAverage): its speed
+    # is set against another run's only where both had the machine to themselves; None where phm-run
+    # did not see every update (a resumed run) or recorded it before this field
+    load_average: Optional[float] = None
 
 
 class Evaluation(Record):
@@ -132,6 +136,7 @@ class Evaluation(Record):
     chrf: Optional[float] = None  # bleu: sacrebleu's chrF of the same hypotheses
     chrf_signature: Optional[str] = None
     averaged: Optional[list[str]] = None  # evaluate.average_last: the checkpoints averaged
+    load_average: Optional[float] = None  # the machine's while it evaluated, as Training.load_average
     accuracy: Optional[float] = None  # accuracy: phm-evaluate's report
     labels: Optional[list[str]] = None
     confusion: Optional[list[list[int]]] = None

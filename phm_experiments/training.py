@@ -136,6 +136,7 @@ def run_fairseq_train(run, data: str, init_checkpoint=None) -> Training:
         curve=log.curve(),
         crashed_at_exit=crashed,
         data=data if data != run.config.data else None,
+        load_average=finished.load_average if finished and not log.resumed_from_updates else None,
         **stopping(run.config, log),
     )
 

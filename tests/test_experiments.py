@@ -5,7 +5,9 @@ exit told from a failed training, and the hooks for teacher runs (distill, init,
 import csv
 import json
 import shutil
+import statistics
 import sys
+import time
 
 import pytest
 import torch
@@ -274,6 +276,16 @@ for line in process.stdout:
 process.wait()
 sys.exit(1)
 """
+
+
+def test_the_machines_load_is_sampled_while_a_command_runs(tmp_path):
+    with commands.LoadAverage(interval=0.01) as load:
+        deadline = time.monotonic() + 60
+        while len(load.samples) < 2 and time.monotonic() < deadline:
+            time.sleep(0.01)
+    assert len(load.samples) >= 3  # every interval while it ran, and once at its end
+    assert load.mean == round(statistics.fmean(load.samples), 2) >= 0
+    assert commands.run([sys.executable, "-c", "pass"], tmp_path / "log").load_average >= 0
 
 
 def wrap_fairseq_train(monkeypatch, tmp_path, mode):

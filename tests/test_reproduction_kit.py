@@ -103,16 +103,43 @@ def test_collect_makes_the_papers_table_from_the_runs(grid, tmp_path):
     assert (tmp_path / "report.png").stat().st_size > 0 and (tmp_path / "report.curves.png").stat().st_size > 0
 
 
+def set_load(record, training=None, evaluation=None):
+    """The load averages a result.json records for its training and its evaluations."""
+    result = json.loads(record.read_text())
+    result["training"]["load_average"] = training
+    for evaluation_record in [result["evaluation"], result["averaged_evaluation"], *result["epoch_evaluations"]]:
+        if evaluation_record:
+            evaluation_record["load_average"] = evaluation
+    record.write_text(json.dumps(result))
+
+
 def test_speeds_are_set_against_the_dense_model_only_like_for_like(grid, tmp_path):
-    """A run at another thread count (or on another CPU) than the dense model's: its speed stands
-    in the table, its ratio to the dense model's does not."""
+    """A run at another thread count (or on another CPU) than the dense model's, or beside other work:
+    its speed stands in the table, its ratio to the dense model's does not."""
     _root, _configs, runs, _log = grid
     shutil.copytree(runs / "tiny", tmp_path / "tiny")
+    threads = json.loads((runs / "tiny/transformer/seed1/result.json").read_text())["environment"]["threads"]
+    for record in (tmp_path / "tiny").rglob("result.json"):  # phm-run recorded the machine's load as it ran
+        result = json.loads(record.read_text())
+        assert result["training"]["load_average"] >= 0 and result["evaluation"]["load_average"] >= 0
+        set_load(record, training=threads + 0.2, evaluation=threads + 0.2)  # each with the machine to itself
     run_main(phm_collect.main, tmp_path / "tiny", "--out", tmp_path / "same")
     rows = {row["row"]: row for row in csv.DictReader(open(tmp_path / "same.csv"))}
     assert float(rows["phm_n2"]["train_speed_vs_dense"]) > 0 and rows["phm_n2"]["eval_speed_vs_dense"]
-    threads = json.loads((runs / "tiny/transformer/seed1/result.json").read_text())["environment"]["threads"]
+    assert rows["phm_n2"]["train_load"] == f"{threads + 0.2} / {threads + 0.2}"
+    # another run trained beside one seed (a load of its threads + 1), or its load is unknown (resumed, older)
     record = tmp_path / "tiny/phm_n2/seed2/result.json"
+    for training_load in (threads + 1, None):
+        set_load(record, training=training_load, evaluation=threads + 0.2)
+        run_main(phm_collect.main, tmp_path / "tiny", "--out", tmp_path / "loaded")
+        rows = {row["row"]: row for row in csv.DictReader(open(tmp_path / "loaded.csv"))}
+        assert rows["phm_n2"]["train_speed_vs_dense"] == "" and float(rows["phm_n2"]["eval_speed_vs_dense"]) > 0
+    set_load(tmp_path / "tiny/transformer/seed1/result.json", training=threads + 0.2, evaluation=threads + 1)
+    run_main(phm_collect.main, tmp_path / "tiny", "--out", tmp_path / "loaded")
+    rows = {row["row"]: row for row in csv.DictReader(open(tmp_path / "loaded.csv"))}
+    assert rows["phm_n2"]["eval_speed_vs_dense"] == rows["transformer"]["eval_speed_vs_dense"] == ""
+    set_load(record, training=threads + 0.2, evaluation=threads + 0.2)
+    set_load(tmp_path / "tiny/transformer/seed1/result.json", training=threads + 0.2, evaluation=threads + 0.2)
     result = json.loads(record.read_text())
     result["environment"]["threads"] = threads + 1
     record.write_text(json.dumps(result))

@@ -147,6 +147,8 @@ def test_a_stopped_phm_run_stops_its_training_and_the_next_one_resumes_it(setup)
     assert log.count(f"$ {TRAIN_COMMAND}") == 2 and "Loaded checkpoint" in log
     training = json.loads((folder / "result.json").read_text())["training"]
     assert training["resumed_from_updates"] > 0 and training["last_epoch"] == 25
+    # phm-run saw the load beside only the second process's updates: no load, no speed set against another's
+    assert training["load_average"] is None
     # the record covers both processes: every epoch's updates, as the log says
     assert training["epochs"] >= 25 and training["updates"] == training["curve"]["valid"][-1][0]
 

@@ -54,6 +54,10 @@ class Row:
     train_hours: Optional[str]
     seeds: str  # "1 2 3"
     threads: str  # each seed's torch threads, as "a / b / c": speeds compare only at one count
+    # each seed's load average while it trained and while it evaluated: speeds compare only where both
+    # sides had the machine to themselves (see had_machine_to_itself)
+    train_load: Optional[str]
+    eval_load: Optional[str]
     cpu_kernels: Optional[str]  # each seed's torch CPU kernels (AVX2, AVX512): and only on one kind
     paper_score: Optional[float]  # the paper's figure (of a finished training: not on an epoch's row)
     params: int
@@ -187,27 +191,41 @@ def dense_models(groups: dict[tuple[str, str], list[Entry]]) -> dict[str, str]:
     return chosen
 
 
+def had_machine_to_itself(runs: list[Entry], step: str) -> bool:
+    """Whether every run's ``step`` ("training" or "evaluation") had the machine to itself: the load
+    average recorded while it ran below its torch threads + 1 (a run of T threads alone keeps it near T,
+    and a second run beside it adds its own). A run recorded without one (resumed, or older) did not."""
+
+    def load(entry: Entry):
+        return entry.result.training.load_average if step == "training" else entry.evaluation.load_average
+
+    return all(load(e) is not None and load(e) < e.result.environment.threads + 1 for e in runs)
+
+
 def run_rows(entries: list[Entry]) -> list[Row]:
     """One row per config and corpus: its seeds' runs averaged, set against the corpus's dense model
-    (speeds only where both ran on one CPU, with the same kernels, at one thread count: like for
-    like); by corpus, in the paper's order."""
+    (speeds only like for like: where both ran on one CPU, with the same kernels, at one thread count,
+    each with the machine to itself); by corpus, in the paper's order."""
     groups = {}
     for entry in entries:
         groups.setdefault((entry.column, entry.row), []).append(entry)
     dense = {
-        column: (mean_of(column, name, groups[column, name]), machine_of(groups[column, name]))
+        column: (mean_of(column, name, groups[column, name]), groups[column, name])
         for column, name in dense_models(groups).items()
     }
     rows = []
     for (column, name), runs in groups.items():
         check_one_config(runs)
         row = mean_of(column, name, runs)
-        reference, reference_machine = dense.get(column, (None, None))
+        reference, reference_runs = dense.get(column, (None, None))
         dense_no_emb = reference.params_no_emb if reference else row.dense_params_no_emb
         row.params_change = round(100 * (row.params_no_emb / dense_no_emb - 1), 1)
-        if reference and reference_machine is not None and machine_of(runs) == reference_machine:
-            row.train_speed_vs_dense = ratio(row.train_words_per_s, reference.train_words_per_s)
-            row.eval_speed_vs_dense = ratio(row.eval_examples_per_s, reference.eval_examples_per_s)
+        machine = machine_of(runs)
+        if reference and machine is not None and machine == machine_of(reference_runs):
+            if had_machine_to_itself(runs, "training") and had_machine_to_itself(reference_runs, "training"):
+                row.train_speed_vs_dense = ratio(row.train_words_per_s, reference.train_words_per_s)
+            if had_machine_to_itself(runs, "evaluation") and had_machine_to_itself(reference_runs, "evaluation"):
+                row.eval_speed_vs_dense = ratio(row.eval_examples_per_s, reference.eval_examples_per_s)
         rows.append(row)
     return sorted(rows, key=lambda row: (row.column, row_order(row.row)))
 
@@ -261,6 +279,8 @@ def mean_of(column: str, name: str, runs: list[Entry]) -> Row:
         train_hours=seeds_of(round(t.total_wall_seconds / 3600, 2) if t.total_wall_seconds else None for t in training),
         seeds=" ".join(str(entry.result.seed) for entry in runs),
         threads=seeds_of(entry.result.environment.threads for entry in runs),
+        train_load=seeds_of(t.load_average for t in training),
+        eval_load=seeds_of(e.load_average for e in evaluation),
         cpu_kernels=seeds_of(entry.result.environment.cpu_capability for entry in runs),
         paper_score=paper.get(evaluation[0].metric) if epoch is None else None,
         params=first.parameters.total,

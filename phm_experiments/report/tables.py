@@ -50,9 +50,11 @@ RUN_COLUMNS = [
     ("train_words_per_s", "train words/s"),
     ("train_speed_vs_dense", "vs dense"),
     ("s_per_100_updates", "s/100 updates"),
+    ("train_load", "load"),
     ("eval_examples_per_s", "eval examples/s"),
     ("eval_speed_vs_dense", "vs dense"),
     ("inference_seconds", "eval s"),
+    ("eval_load", "load"),
     ("updates", "updates"),
     ("seeds", "seeds"),
     ("threads", "threads"),
@@ -121,7 +123,9 @@ def markdown(title: str, rows: list[Row], entries: list[Entry]) -> str:
         ]
     lines += [
         "",
-        "Every configuration:",
+        "Every configuration (`vs dense`: the speed over the dense model's, given only where both ran on one CPU "
+        "with the same kernels at one thread count, each with the machine to itself: its `load`, the machine's "
+        "1-minute load average while it trained or evaluated, below its threads + 1):",
         "",
         "| " + " | ".join(label for _, label in RUN_COLUMNS) + " |",
         "|" + "---|" * len(RUN_COLUMNS),
