@@ -8,7 +8,8 @@
 #   scripts/recipe.sh            start both queues in the background (logs: work/logs/recipe-{a,b}.log)
 #   scripts/recipe.sh queue      one queue in the foreground
 #   scripts/recipe.sh report     results/converged_multi30k_recipe.{md,csv,png,curves.png,parameters.png},
-#                                results/converged_multi30k_iwslt_lr_check.*, docs/parameter_stats.png
+#                                results/converged_multi30k_iwslt_lr_check.*, results/converged_multi30k_iwslt.*,
+#                                results/width_trend.*, docs/parameter_stats.png
 set -euo pipefail
 cd "$(dirname "$0")/.."
 RUNS=results/runs
@@ -51,6 +52,18 @@ case ${1:-start} in
     if compgen -G "$RUNS/converged/multi30k_iwslt_lr_check/*/seed*/result.json" > /dev/null; then
       .venv/bin/phm-collect $RUNS/converged/multi30k_iwslt_lr_check --out results/converged_multi30k_iwslt_lr_check \
         --title "Multi30k en-de, the recipe check at the iwslt size (8 epochs, seed 1): BLEU on test2016, chosen on valid"
+    fi
+    if compgen -G "$RUNS/converged/multi30k_iwslt/transformer/seed*/result.json" > /dev/null; then
+      .venv/bin/phm-collect $RUNS/converged/multi30k_iwslt --out results/converged_multi30k_iwslt \
+        --title "Multi30k en-de trained to convergence at the iwslt size (hidden 256): BLEU on test2016"
+      # the gap to the dense twin at hidden 128 (the converged table) and 256; a series without a run at
+      # some width leaves that point out
+      .venv/bin/python -m phm_experiments.report.width --out results/width_trend --hidden 128 256 \
+        --dense converged/multi30k/transformer converged/multi30k_iwslt/transformer \
+        --series "PHM n=2" converged/multi30k/phm_n2_lr008 converged/multi30k_iwslt/phm_n2 \
+        --series "PHM n=4" converged/multi30k/phm_n4_lr008 converged/multi30k_iwslt/phm_n4 \
+        --series "dense, PHM n=4's size" converged/multi30k/transformer_equal_params_lr008 \
+          converged/multi30k_iwslt/transformer_equal_params
     fi
     # the statistics of the dense twin and PHM n=4 as converged, alone (docs/training.md)
     .venv/bin/python -m phm_experiments.report.diagnostics $RUNS/converged/multi30k_recipe \
