@@ -14,6 +14,7 @@ import sys
 import threading
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Optional
 
 from .config import fill
 from .fairseq_train import COMMAND
@@ -97,7 +98,7 @@ class LoadAverage:
         self._sample()
 
     @property
-    def mean(self):
+    def mean(self) -> Optional[float]:
         return round(statistics.fmean(self.samples), 2) if self.samples else None
 
 
@@ -108,7 +109,7 @@ class Finished:
     stdout: str
     stderr: str
     stderr_tail: list  # its last lines on stderr
-    load_average: float = None  # the machine's while it ran (LoadAverage.mean)
+    load_average: Optional[float] = None  # the machine's while it ran (LoadAverage.mean)
 
     @property
     def output(self) -> str:
