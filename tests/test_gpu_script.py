@@ -143,6 +143,64 @@ def test_a_quality_run_stopped_before_its_last_5_epochs_is_averaged_over_those_t
         assert tar.getnames() == ["results/runs/gpu/multi30k_iwslt/phm_n4/seed1/result.json"]
 
 
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--cap", "training=soon"], "SECONDS is a number, e.g. training=240"),
+        (["--cap", "quality=300"], "PART is one of install, data, cuda_tests, training, benchmarks"),
+        (["--quality", "multi30k_base/phm_n5"], "no configs/gpu/multi30k_base/phm_n5.yaml"),
+    ],
+)
+def test_a_wrong_cap_or_quality_run_is_refused_before_anything_runs(argv, message, tmp_path):
+    command = [sys.executable, str(GPU / "run.py"), "--out", str(tmp_path / "out"), "--work", str(tmp_path), *argv]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 2 and message in result.stderr, result.stderr
+    assert not (tmp_path / "out").exists()
+
+
+def test_budget_caps_and_quality_runs_given_on_the_command_line_are_the_runs(driver):
+    args = driver.parse_args(["--out", "o", "--work", "w", "--budget", "520", "--cap", "training=45",
+                              "--quality", "multi30k_base/phm_n4", "multi30k_base/transformer"])  # fmt: skip
+    mode = driver.settings(args)
+    assert mode.budget_s == 520 and mode.caps == {**driver.GPU.caps, "training": 45.0}
+    assert mode.quality_configs == ("multi30k_base/phm_n4", "multi30k_base/transformer")
+    assert driver.settings(driver.parse_args(["--out", "o", "--work", "w"])) == driver.GPU
+
+
+def test_a_training_of_the_matrix_starts_afresh_where_an_earlier_run_left_a_checkpoint(tmp_path, monkeypatch):
+    spec = importlib.util.spec_from_file_location("gpu_training", GPU / "training.py")
+    training = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(training)
+    args = training.argparse.Namespace(data=str(tmp_path), size="demo", tiny=True, updates=8, work=tmp_path,
+                                       results=tmp_path / "results.jsonl", deadline=time.time() + 60)  # fmt: skip
+    left = tmp_path / "demo" / "PHM_n4" / "fp32" / "checkpoint_last.pt"
+    left.parent.mkdir(parents=True)
+    left.write_text("an earlier run's (a rerun on a warm GPU machine resumed it and trained no update)")
+    seen = []
+    monkeypatch.setattr(training, "fairseq_train", lambda argv, bfloat16=False: seen.append(left.exists()))
+    training.Matrix(args).train("PHM n=4", "fp32")
+    assert seen == [False]
+    (record,) = [json.loads(line) for line in args.results.read_text().splitlines()]
+    assert record["model"] == "PHM n=4" and record["status"] == "failed"  # no log: no loss curve
+
+
+def test_the_warm_up_is_reported_apart_and_its_speed_never_enters_a_ratio(driver, tmp_path):
+    def train(model, wps):
+        return {"kind": "train", "size": "demo", "model": model, "precision": "fp16", "status": "ok",
+                "words_per_second": wps, "peak_mib": 100.0}  # fmt: skip
+
+    warm_up = {"kind": "warm-up", "size": "demo", "model": "dense twin", "precision": "fp16",
+               "words_per_second_curve": [6000.0, 29000.0, 141000.0], "error": None, "seconds": 20.0}  # fmt: skip
+    summary = driver.training_summary([warm_up, train("dense twin", 140000.0), train("PHM n=4", 84000.0)])
+    assert [r["speed_vs_dense"] for r in summary["runs"]] == [1.0, 0.6]
+    run = driver.Run(driver.DRY_RUN, sys.executable, tmp_path, tmp_path / "work", tmp_path, time.time(),
+                     driver.PARTS, "test")  # fmt: skip
+    assert run.part("training", 10, lambda deadline: summary)
+    markdown = (tmp_path / "report.md").read_text()
+    assert "Untimed warm-up before the demo runs (dense twin, fp16), words/s every tenth of its updates: 6k, 29k, " \
+           "141k." in markdown  # fmt: skip
+
+
 def fake_wheel(folder: Path, name: str, version: str) -> Path:
     """A pure-Python wheel of a module ``name`` with a console script, as pip installs it."""
     path = folder / f"{name}-{version}-py3-none-any.whl"

@@ -72,7 +72,7 @@ GPU = Mode(
         for size in ("multi30k_iwslt", "multi30k_base")
         for name in ("transformer", "phm_n4", "phm_n2", "transformer_equal_params")
     ),
-    quality_reserve_s=90,
+    quality_reserve_s=150,  # eight evaluations side by side overran 90 s on the H200
     quality_threads=2,
 )
 # the dry run's caps only stop a part that hangs: on a loaded machine its parts take several times longer
@@ -580,6 +580,7 @@ def training_summary(records: list) -> dict:
         row.pop("loss_curve", None)
     bf16 = [r for r in records if r["kind"] == "bf16-check"]
     return {
+        "warm_up": [r for r in records if r["kind"] == "warm-up"],
         "runs": runs,
         "generation": [r for r in records if r["kind"] == "generate"],
         "fairseq_bf16": bf16[0] if bf16 else None,
@@ -701,6 +702,11 @@ def markdown(data: dict) -> str:
             [("size", "size"), ("model", "model"), ("status", "status"), ("sentences", "sentences"),
              ("bleu", "BLEU"), ("sentences_per_second", "sentences/s"), ("peak_mib", "peak MiB"), ("error", "error")],
         )  # fmt: skip
+        for warm_up in training.get("warm_up", []):
+            curve = ", ".join(f"{w / 1000:.0f}k" for w in warm_up.get("words_per_second_curve") or [] if w)
+            what = f"{warm_up['model']}, {warm_up['precision']}"
+            lines += [f"Untimed warm-up before the {warm_up['size']} runs ({what}), words/s every tenth of its "
+                      f"updates: {curve or warm_up.get('error')}.", ""]  # fmt: skip
         bf16 = training.get("fairseq_bf16")
         if bf16:
             lines += [f"fairseq's own --bf16: {'fails: ' + str(bf16['error']) if bf16['fails'] else 'trains'}.", ""]
@@ -728,7 +734,19 @@ def markdown(data: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-def main():
+def part_cap(text: str) -> tuple:
+    """--cap's PART=SECONDS."""
+    part, _, seconds = text.partition("=")
+    capped = [name for name in PARTS if name != "quality"]
+    if part not in capped:
+        raise argparse.ArgumentTypeError(f"'{text}': PART is one of {', '.join(capped)} (quality takes what is left)")
+    try:
+        return part, float(seconds)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"'{text}': SECONDS is a number, e.g. {part}=240") from None
+
+
+def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--mode", choices=["gpu", "cpu-dry-run"], default="gpu")
     parser.add_argument("--out", type=Path, required=True, help="the report, the logs and artifacts.tar")
@@ -738,8 +756,32 @@ def main():
     parser.add_argument("--started", type=float, default=time.time(), help="UNIX time the command started")
     parser.add_argument("--parts", nargs="+", choices=PARTS, default=list(PARTS), help="run only these parts")
     parser.add_argument("--command", default="scripts/gpu/run.sh", help="the command as typed, for the report")
-    args = parser.parse_args()
+    parser.add_argument("--budget", type=float, help="seconds the whole run may take (default: 470 on the GPU)")
+    parser.add_argument("--cap", type=part_cap, action="append", default=[], metavar="PART=SECONDS",
+                        help="another time cap for a part, e.g. training=240 (quality takes what is left)")  # fmt: skip
+    parser.add_argument("--quality", nargs="+", metavar="FOLDER/NAME", help="the configs/gpu runs of the quality "
+                        "part, e.g. multi30k_base/phm_n4 (default: all eight)")  # fmt: skip
+    args = parser.parse_args(argv)
+    unknown = [name for name in args.quality or [] if not (REPO / "configs" / "gpu" / f"{name}.yaml").is_file()]
+    if unknown:
+        parser.error(f"--quality: no configs/gpu/{unknown[0]}.yaml (give FOLDER/NAME of a file in configs/gpu)")
+    return args
+
+
+def settings(args) -> Mode:
+    """The mode's sizes and caps, with the command line's budget, caps and quality runs."""
     mode = GPU if args.mode == "gpu" else DRY_RUN
+    return dataclasses.replace(
+        mode,
+        budget_s=args.budget or mode.budget_s,
+        caps={**mode.caps, **dict(args.cap)},
+        quality_configs=tuple(args.quality or mode.quality_configs),
+    )
+
+
+def main():
+    args = parse_args()
+    mode = settings(args)
     args.out.mkdir(parents=True, exist_ok=True)
     args.work.mkdir(parents=True, exist_ok=True)
     (args.out / "artifacts.tar").unlink(missing_ok=True)

@@ -7,6 +7,7 @@
 #   OUT=DIR scripts/gpu/run.sh                  on the GPU machine (its Python: /opt/torch/.venv, or $PHM_GPU_PYTHON)
 #   OUT=DIR scripts/gpu/run.sh --cpu-dry-run    every part at tiny sizes on this CPU with .venv (a test runs it)
 #   ... --parts training benchmarks             only these parts (install, data, cuda_tests, training, benchmarks, quality)
+#   ... --budget 510 --cap training=240 --quality multi30k_base/phm_n4 ...   the run's time, a part's cap, the quality runs
 # Scratch (installed wheels, data, runs) goes to $PHM_GPU_WORK (default work/gpu, or work/gpu-dry-run).
 set -euo pipefail
 STARTED=$(date +%s.%N)

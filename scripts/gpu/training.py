@@ -17,6 +17,7 @@ import gc
 import json
 import logging
 import math
+import shutil
 import statistics
 import sys
 import time
@@ -181,6 +182,19 @@ class Matrix:
         error, _, _, _ = self.timed(functools.partial(fairseq_train, argv))
         self.emit({"kind": "bf16-check", "fails": error is not None, "error": error})
 
+    def warm_up(self) -> None:
+        """An untimed --fp16 training of the dense twin before the timed ones. On the H200 (GPU run of
+        2026-11-27) the first --fp16 training of a process ran at a fifth of its later speed for about 120
+        updates, which made whichever model ran first in float16 look the slowest."""
+        save_dir = self.args.work / self.args.size / "warm-up"
+        shutil.rmtree(save_dir, ignore_errors=True)
+        argv = [*self.common, *model_flags("dense twin", self.args.size), *PRECISIONS["fp16"]]
+        argv += ["--max-update", str(self.args.updates), "--no-save", "--save-dir", str(save_dir)]
+        error, text, seconds, _ = self.timed(functools.partial(fairseq_train, argv))
+        curve = [s.get("wps") for s in TrainingLog.parse(text).inner]
+        self.emit({"kind": "warm-up", "model": "dense twin", "precision": "fp16", "words_per_second_curve": curve,
+                   "error": error, "seconds": seconds})  # fmt: skip
+
     def train(self, model: str, precision: str):
         """One training; the checkpoint it saved (fp32 only: fairseq-generate reads those), or None."""
         record = {"kind": "train", "model": model, "precision": precision}
@@ -191,6 +205,7 @@ class Matrix:
             self.emit({**record, "status": "not started", "error": "the part's time ran out"})
             return None
         save_dir = self.args.work / self.args.size / model.replace(" ", "_").replace("=", "") / precision
+        shutil.rmtree(save_dir, ignore_errors=True)  # a fresh run, not a resumed one (a rerun on a warm machine)
         argv = [*self.common, *model_flags(model, self.args.size), *PRECISIONS[precision]]
         argv += ["--max-update", str(self.args.updates), "--save-dir", str(save_dir)]
         argv += [] if precision == "fp32" else ["--no-save"]
@@ -255,6 +270,8 @@ def main():
     matrix = Matrix(args)
     if args.bf16_check:
         matrix.bf16_check()
+    if matrix.cuda and any(precision != "fp32" for precision in args.precisions):
+        matrix.warm_up()
     for precision in args.precisions:
         checkpoints = {model: matrix.train(model, precision) for model in MODELS}
         for model, checkpoint in checkpoints.items():  # generation right after fp32, before the other precisions
