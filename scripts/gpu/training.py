@@ -1,7 +1,8 @@
 """The GPU run's training part at one model size: fairseq-train of the dense twin, PHM n=4 and the
-quaternion model in each precision, then fairseq-generate --fp16 of each model's float32 checkpoint,
-all in this one process (torch, fairseq and CUDA start once). Each finished step appends one JSON line
-to --results, so that whatever finished is kept if the process is stopped.
+quaternion model in each precision (on CUDA after an untimed --fp16 warm-up), then fairseq-generate
+--fp16 of each model's float32 checkpoint, all in this one process (torch, fairseq and CUDA start once).
+Each finished step appends one JSON line to --results, so that whatever finished is kept if the process
+is stopped.
 
     python scripts/gpu/training.py --data DATA --size demo --updates 200 --work DIR --results FILE
 
@@ -182,14 +183,18 @@ class Matrix:
         error, _, _, _ = self.timed(functools.partial(fairseq_train, argv))
         self.emit({"kind": "bf16-check", "fails": error is not None, "error": error})
 
+    def fresh_run(self, model: str, precision: str, save_dir: Path) -> list:
+        """fairseq-train's arguments for ``model`` in ``precision``, saving to ``save_dir``, emptied first:
+        fairseq would resume a checkpoint an earlier run left there (a rerun on a warm machine)."""
+        shutil.rmtree(save_dir, ignore_errors=True)
+        argv = [*self.common, *model_flags(model, self.args.size), *PRECISIONS[precision]]
+        return argv + ["--max-update", str(self.args.updates), "--save-dir", str(save_dir)]
+
     def warm_up(self) -> None:
         """An untimed --fp16 training of the dense twin before the timed ones. On the H200 (GPU run of
         2026-11-27) the first --fp16 training of a process ran at a fifth of its later speed for about 120
         updates, which made whichever model ran first in float16 look the slowest."""
-        save_dir = self.args.work / self.args.size / "warm-up"
-        shutil.rmtree(save_dir, ignore_errors=True)
-        argv = [*self.common, *model_flags("dense twin", self.args.size), *PRECISIONS["fp16"]]
-        argv += ["--max-update", str(self.args.updates), "--no-save", "--save-dir", str(save_dir)]
+        argv = self.fresh_run("dense twin", "fp16", self.args.work / self.args.size / "warm-up") + ["--no-save"]
         error, text, seconds, _ = self.timed(functools.partial(fairseq_train, argv))
         curve = [s.get("wps") for s in TrainingLog.parse(text).inner]
         self.emit({"kind": "warm-up", "model": "dense twin", "precision": "fp16", "words_per_second_curve": curve,
@@ -205,10 +210,7 @@ class Matrix:
             self.emit({**record, "status": "not started", "error": "the part's time ran out"})
             return None
         save_dir = self.args.work / self.args.size / model.replace(" ", "_").replace("=", "") / precision
-        shutil.rmtree(save_dir, ignore_errors=True)  # a fresh run, not a resumed one (a rerun on a warm machine)
-        argv = [*self.common, *model_flags(model, self.args.size), *PRECISIONS[precision]]
-        argv += ["--max-update", str(self.args.updates), "--save-dir", str(save_dir)]
-        argv += [] if precision == "fp32" else ["--no-save"]
+        argv = self.fresh_run(model, precision, save_dir) + ([] if precision == "fp32" else ["--no-save"])
         error, text, seconds, peak_mib = self.timed(
             functools.partial(fairseq_train, argv, bfloat16=precision == "bf16-amp")
         )
