@@ -75,6 +75,24 @@ def test_initialisation_follows_fairseqs_gains_and_survives_reset_parameters():
         assert not torch.equal(mha.q_proj.S, before)  # really re-initialised, not a lost write
 
 
+@pytest.mark.parametrize("spec", [LinearSpec("dense"), LinearSpec("phm", n=4)], ids=str)
+def test_a_fused_layer_per_projection_starts_each_third_at_the_variance_of_a_projection_of_its_own(spec):
+    """xavier over the whole 256 -> 768 map gives Q, K and V half the variance fairseq gives each
+    256 -> 256 projection; "per-projection" gives each third exactly that of the separate layers."""
+    dim, fairseq_qkv = 256, 2 * 0.5 / (256 + 256)  # 2 gain^2 / (fan_in + fan_out), gain 1/sqrt(2)
+    separate = attention(spec, fused_qkv=False, dim=dim)
+    for init, expected in (("one-map", fairseq_qkv / 2), ("per-projection", fairseq_qkv)):
+        fused = attention(spec, fused_qkv=True, fused_qkv_init=init, dim=dim)
+        for projection, own in zip((fused.q_proj, fused.k_proj, fused.v_proj), (separate.q_proj, separate.k_proj)):
+            assert 0.9 < projection.weight.var().item() / expected < 1.1
+            assert 0.9 < own.weight.var().item() / fairseq_qkv < 1.1
+        before = fused.qkv_proj.weight.var().item()
+        fused.reset_parameters()  # fairseq's hook keeps the gain the layer was built with
+        assert 0.95 < fused.qkv_proj.weight.var().item() / before < 1.05
+    with pytest.raises(ValueError, match=r"unknown fused_qkv_init 'per-head': choose one of one-map, per-projection"):
+        attention(spec, fused_qkv=True, fused_qkv_init="per-head")
+
+
 def count_calls(monkeypatch, obj, name):
     calls = []
     original = getattr(obj, name)

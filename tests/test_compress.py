@@ -587,7 +587,7 @@ def test_the_model_flags_are_the_models_declarations():
 
     declared = {**linear_args.LINEAR_FLAGS, **linear_args.TRANSFORMER_FLAGS}
     training = {"--rule-lr-scale", "--factor-lr-scale", "--no-rule-decay", "--no-factor-decay", "--log-parameter-stats"}
-    refused = {"--linear-kind", "--phm-shared-rule", "--phydi", *training}  # fairseq-train's, when fine-tuning
+    refused = {"--linear-kind", "--phm-shared-rule", "--phydi", "--fused-qkv-init", *training}  # fairseq-train's
     assert set(declared) - set(compress_cli.HONOURED) == refused
     actions = {option: action for action in compress_cli.build_parser()._actions for option in action.option_strings}
     for flag in compress_cli.HONOURED:

@@ -339,6 +339,11 @@ def test_checkpoint_of_another_model_is_refused(multi30k_phm, multi30k_bpe, tmp_
             r"--quaternion-attention is an option of quaternion models, and this model is phm",
         ),
         (
+            ["--qkv-projection", "separate", "--fused-qkv-init", "per-projection"],
+            r"--fused-qkv-init per-projection initialises the fused Q, K, V projection, and this model projects "
+            r"Q, K and V separately \(--qkv-projection separate\), each at fairseq's own variance: leave it out",
+        ),
+        (
             ["--linear-kind", "dense", "--phm-rank", "8"],
             r"--phm-rank 8: --phm-rank is an option of PHM models, and this model is dense \(--linear-kind dense\): "
             r"leave it out, or pass --linear-kind phm",
@@ -348,6 +353,26 @@ def test_checkpoint_of_another_model_is_refused(multi30k_phm, multi30k_bpe, tmp_
 def test_bad_flags_are_refused_with_a_clear_message(copy_task, flags, message):
     with pytest.raises(ValueError, match=message):
         build_as_fairseq_train(copy_task, "--arch", "phm_transformer_demo", *flags)
+
+
+def test_fused_qkv_init_reaches_every_self_attention_and_only_the_initialisation(copy_task):
+    from phm_fairseq.models.attention import HypercomplexMultiheadAttention
+
+    def self_attentions(model):
+        return [m for m in model.modules() if isinstance(m, HypercomplexMultiheadAttention) and m.self_attention]
+
+    default, _ = build_as_fairseq_train(copy_task, "--arch", "phm_transformer_demo")
+    per_projection, _ = build_as_fairseq_train(
+        copy_task, "--arch", "phm_transformer_demo", "--fused-qkv-init", "per-projection"
+    )
+    assert self_attentions(per_projection.encoder) and self_attentions(per_projection.decoder)
+    for m in self_attentions(default):
+        assert m.fused_qkv_gain == pytest.approx(2**-0.5)  # fairseq's Q, K, V gain over the whole d -> 3d map
+    for m in self_attentions(per_projection):
+        assert m.fused_qkv_gain == pytest.approx(1.0)  # sqrt(4d / 2d) times it: each third at a d -> d map's variance
+    assert {k: v.shape for k, v in default.state_dict().items()} == {
+        k: v.shape for k, v in per_projection.state_dict().items()
+    }
 
 
 @pytest.mark.slow

@@ -72,6 +72,10 @@ class RowSlice(nn.Module):
         return f"rows {self.start}:{self.start + self.size} of the fused projection"
 
 
+FUSED_QKV_INITS = ("one-map", "per-projection")
+"""How a fused Q, K, V layer is initialised: as the one d -> 3d map it is, or each third as a d -> d map."""
+
+
 class HypercomplexMultiheadAttention(MultiheadAttention):
     """``MultiheadAttention`` whose Q, K, V and output projections come from ``linear``.
 
@@ -79,15 +83,34 @@ class HypercomplexMultiheadAttention(MultiheadAttention):
     kernel; hypercomplex layers build that weight on access. With ``fused_qkv`` (self-attention
     only) one layer of output 3 x embed_dim computes Q, K and V, as Zhang et al. write it.
     Initialisation follows fairseq's: xavier-uniform with gain 1/sqrt(2) for Q, K, V when they
-    share the input size, gain 1 and a zero bias for the output projection.
+    share the input size, gain 1 and a zero bias for the output projection. The fused layer takes
+    xavier's variance of its whole shape (``fused_qkv_init="one-map"``), half of what fairseq
+    gives each projection, or each third that of a projection of its own ("per-projection").
     """
 
-    def __init__(self, embed_dim, num_heads, *, linear: LinearSpec, fused_qkv: bool = False, bias=True, **kwargs):
+    def __init__(
+        self,
+        embed_dim,
+        num_heads,
+        *,
+        linear: LinearSpec,
+        fused_qkv: bool = False,
+        fused_qkv_init: str = "one-map",
+        bias=True,
+        **kwargs,
+    ):
         super().__init__(embed_dim, num_heads, bias=bias, **kwargs)
         if fused_qkv and not self.self_attention:
             raise ValueError("fused_qkv needs self-attention: Q, K and V must share their input")
+        if fused_qkv_init not in FUSED_QKV_INITS:
+            raise ValueError(f"unknown fused_qkv_init {fused_qkv_init!r}: choose one of {', '.join(FUSED_QKV_INITS)}")
         qkv_gain = 1 / math.sqrt(2) if self.qkv_same_dim else 1.0
         if fused_qkv:
+            if fused_qkv_init == "per-projection":
+                # xavier's variance 2 gain^2 / (fan_in + fan_out) over the d -> 3d map is (2d) / (4d) of
+                # what each d -> d projection gets; this gain gives every third the projection's own.
+                qkv_gain *= math.sqrt((embed_dim + 3 * embed_dim) / (embed_dim + embed_dim))
+            self.fused_qkv_gain = qkv_gain
             self.qkv_proj = linear.build(embed_dim, 3 * embed_dim, bias=bias, gain=qkv_gain)
             self._qkv = FusedProduct(self.qkv_proj)
             self.q_proj, self.k_proj, self.v_proj = (RowSlice(self._qkv, i * embed_dim, embed_dim) for i in range(3))
@@ -106,7 +129,10 @@ class HypercomplexMultiheadAttention(MultiheadAttention):
         projections = [getattr(self, name, None) for name in ("qkv_proj", "q_proj", "k_proj", "v_proj", "out_proj")]
         hypercomplex = [layer for layer in projections if isinstance(layer, PHMLinear)]
         if not hypercomplex:  # fairseq's own layers (its __init__ calls this before ours exist) or dense ones
-            return super().reset_parameters()
+            super().reset_parameters()
+            if hasattr(self, "qkv_proj"):  # fairseq's wrote each third at a projection's variance: the fused gain's
+                nn.init.xavier_uniform_(self.qkv_proj.weight, gain=self.fused_qkv_gain)
+            return
         for layer in hypercomplex:
             layer.reset_parameters()
         if self.out_proj.bias is not None:

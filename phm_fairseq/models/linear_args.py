@@ -8,6 +8,7 @@ from fairseq.logging import metrics
 
 from ..modules import KINDS, RULES, SHARED_RULE_SCOPES, LinearSpec
 from ..modules.parameter_groups import SCALE_RULES, ParameterStatistics
+from .attention import FUSED_QKV_INITS
 
 
 def lr_scale(value: str):
@@ -93,6 +94,13 @@ TRANSFORMER_FLAGS = {
         help="self-attention Q, K, V: one projection of output 3 x embed_dim split three "
         "ways (fused, as Zhang et al. write it; the default of PHM models) or three "
         "projections (separate; the default of the others)",
+    ),
+    "--fused-qkv-init": dict(
+        choices=FUSED_QKV_INITS,
+        help="--qkv-projection fused: initialise the fused map as one embed_dim -> 3 x embed_dim map "
+        "(one-map, the default: xavier's variance over the whole map, half what fairseq gives each of Q, K "
+        "and V) or each of its thirds as fairseq initialises a projection of its own (per-projection: "
+        "the variance of the separate projections and of the dense twin)",
     ),
     "--dense-ffn": dict(
         action="store_true",

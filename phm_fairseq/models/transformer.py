@@ -37,6 +37,7 @@ class TransformerLinearMaps:
     attention: LinearSpec  # Q, K, V and output projections: the model's spec
     ffn: LinearSpec  # the same, or dense (--dense-ffn)
     fused_qkv: bool = False  # self-attention: one projection to 3 x embed_dim, as the paper writes it
+    fused_qkv_init: str = "one-map"  # its variance: of the whole map, or of each third as its own map
     quaternion_attention: bool = False  # Tay et al.'s Hamilton-product attention logits
     residual_gates: bool = False  # PHYDI: every residual branch scaled by a learned scalar that starts at 0
 
@@ -47,6 +48,7 @@ class TransformerLinearMaps:
             num_heads,
             linear=self.attention,
             fused_qkv=self.fused_qkv and self_attention,
+            fused_qkv_init=self.fused_qkv_init,
             self_attention=self_attention,
             **kwargs,
         )
@@ -200,9 +202,16 @@ def linear_maps_from_args(args, sides=("encoder", "decoder")) -> TransformerLine
         attention=spec,
         ffn=LinearSpec() if dense_ffn else spec,
         fused_qkv=getattr(args, "qkv_projection", None) == "fused",
+        fused_qkv_init=getattr(args, "fused_qkv_init", None) or "one-map",
         quaternion_attention=getattr(args, "quaternion_attention", False),
         residual_gates=getattr(args, "phydi", False),
     )
+    if getattr(args, "fused_qkv_init", None) is not None and not maps.fused_qkv:
+        raise ValueError(
+            f"--fused-qkv-init {args.fused_qkv_init} initialises the fused Q, K, V projection, and this model "
+            f"projects Q, K and V separately (--qkv-projection {getattr(args, 'qkv_projection', None)}), each at "
+            f"fairseq's own variance: leave it out, or pass --qkv-projection fused"
+        )
     if maps.quaternion_attention:
         _check_quaternion_attention(args, maps, sides)
     return maps
