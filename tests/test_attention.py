@@ -93,6 +93,33 @@ def test_a_fused_layer_per_projection_starts_each_third_at_the_variance_of_a_pro
         attention(spec, fused_qkv=True, fused_qkv_init="per-head")
 
 
+def test_separate_maps_sharing_one_rule_are_the_fused_map_with_its_blocks_aligned_to_q_k_v():
+    """--phm-shared-rule qkv: the fused d -> 3d map's parameters (one A; S_i's rows split in three), each
+    Kronecker block inside one of Q, K, V: the same outputs as the fused map up to a fixed permutation."""
+    d, n = 32, 4
+    spec = LinearSpec("phm", n=n, shared_rule="qkv")
+    fused = attention(LinearSpec("phm", n=n), fused_qkv=True, dim=d).double()
+    aligned = spec.finish_model(attention(spec, fused_qkv=False, dim=d)).double()
+    maps = (aligned.q_proj, aligned.k_proj, aligned.v_proj)
+    assert maps[1].A is maps[0].A and maps[2].A is maps[0].A
+    count = lambda module: sum(p.numel() for p in module.parameters())  # noqa: E731
+    assert count(aligned) == count(fused)
+    block = d // n  # rows of one S_i per projection; the fused S_i has 3 * block
+    with torch.no_grad():
+        maps[0].A.copy_(fused.qkv_proj.A)
+        for third, layer in enumerate(maps):
+            layer.S.copy_(fused.qkv_proj.S[:, third * block : (third + 1) * block])
+            layer.bias.copy_(fused.qkv_proj.bias.view(n, 3, block)[:, third].reshape(-1))
+    # row p * block + r of projection `third` is the fused map's row p * 3 * block + third * block + r
+    rows = torch.arange(3 * d).view(n, 3, block).transpose(0, 1).reshape(-1)
+    x = torch.randn(5, d, dtype=torch.float64)
+    torch.testing.assert_close(torch.cat([layer(x) for layer in maps], -1), fused.qkv_proj(x)[:, rows])
+    with pytest.raises(
+        ValueError, match=r"shared_rule='qkv' .* no self-attention that projects them by three PHM maps"
+    ):
+        spec.finish_model(attention(spec, fused_qkv=True, dim=d))
+
+
 def count_calls(monkeypatch, obj, name):
     calls = []
     original = getattr(obj, name)

@@ -339,6 +339,11 @@ def test_checkpoint_of_another_model_is_refused(multi30k_phm, multi30k_bpe, tmp_
             r"--quaternion-attention is an option of quaternion models, and this model is phm",
         ),
         (
+            ["--phm-shared-rule", "qkv"],
+            r"shared_rule='qkv' ties the A of each self-attention's Q, K and V maps, and this model has no "
+            r"self-attention that projects them by three PHM maps: pass --qkv-projection separate",
+        ),
+        (
             ["--qkv-projection", "separate", "--fused-qkv-init", "per-projection"],
             r"--fused-qkv-init per-projection initialises the fused Q, K, V projection, and this model projects "
             r"Q, K and V separately \(--qkv-projection separate\), each at fairseq's own variance: leave it out",
@@ -373,6 +378,18 @@ def test_fused_qkv_init_reaches_every_self_attention_and_only_the_initialisation
     assert {k: v.shape for k, v in default.state_dict().items()} == {
         k: v.shape for k, v in per_projection.state_dict().items()
     }
+
+
+def test_a_rule_shared_by_q_k_and_v_gives_the_fused_maps_parameter_count(copy_task):
+    count = lambda model: sum(p.numel() for p in model.parameters())  # noqa: E731
+    fused, _ = build_as_fairseq_train(copy_task, "--arch", "phm_transformer_demo")
+    separate, _ = build_as_fairseq_train(copy_task, "--arch", "phm_transformer_demo", "--qkv-projection", "separate")
+    aligned, _ = build_as_fairseq_train(
+        copy_task, "--arch", "phm_transformer_demo", "--qkv-projection", "separate", "--phm-shared-rule", "qkv"
+    )
+    self_attentions = [m for m in aligned.modules() if getattr(m, "self_attention", False)]
+    assert self_attentions and all(m.k_proj.A is m.q_proj.A is m.v_proj.A for m in self_attentions)
+    assert count(aligned) == count(fused) == count(separate) - len(self_attentions) * 2 * 4**3
 
 
 @pytest.mark.slow

@@ -38,9 +38,11 @@ LINEAR_FLAGS = {
     ),
     "--phm-shared-rule": dict(
         choices=SHARED_RULE_SCOPES,
-        help="PHM models: one A (the N^3 rule) for every PHM layer of the model, or one per side "
-        "(encoder, decoder), as Compacter's shared_phm_rule; the rule is a parameter counted once. "
-        "Default: every layer learns its own A",
+        help="PHM models: one A (the N^3 rule) for every PHM layer of the model, one per side "
+        "(encoder, decoder), as Compacter's shared_phm_rule, or one for the Q, K and V maps of each "
+        "self-attention (qkv, with --qkv-projection separate: the fused map's parameters, its Kronecker "
+        "blocks aligned with Q, K and V); the rule is a parameter counted once. Default: every layer "
+        "learns its own A",
     ),
     "--phm-rank": dict(
         type=int,

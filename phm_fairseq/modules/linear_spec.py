@@ -19,8 +19,9 @@ from .phm_linear import PHMLinear, QuaternionLinear
 from .validation import RULES, check_layer_sizes, check_phm_options, divisors  # noqa: F401  (RULES, as before)
 
 KINDS = ("dense", "phm", "quaternion")
-SHARED_RULE_SCOPES = ("model", "side")
-"""One A for every PHM layer of the model, or one per side (the encoder's layers, the decoder's)."""
+SHARED_RULE_SCOPES = ("model", "side", "qkv")
+"""One A for every PHM layer of the model, one per side (the encoder's layers, the decoder's), or one
+for the Q, K and V maps of each self-attention."""
 
 
 @dataclass(frozen=True)
@@ -33,8 +34,10 @@ class LinearSpec:
         rule: how the A_i are obtained, see ``RULES``.
         rank: None (each S_i a full out/n x in/n matrix) or R: S_i = S_left_i @ S_right_i with
             factors (out/n x R) and (R x in/n), as Compacter's factorized weights.
-        shared_rule: None (each layer its own A), "model" (one A for every PHM layer of the model)
-            or "side" (one for the encoder's layers, one for the decoder's); see ``finish_model``.
+        shared_rule: None (each layer its own A), "model" (one A for every PHM layer of the model),
+            "side" (one for the encoder's layers, one for the decoder's) or "qkv" (one for the three
+            separate Q, K, V maps of each self-attention: the fused map's parameters, its Kronecker
+            blocks aligned with Q, K and V); see ``finish_model``.
     rule_lr_scale, factor_lr_scale: PHM (rule: learned rules only) and quaternion (factors) layers:
         the learning rate of A and of S (or its factors), relative to the optimizer's: a number,
         or a rule of ``parameter_groups.SCALE_RULES`` that derives it from n and each layer's shape.
@@ -172,16 +175,26 @@ class LinearSpec:
 
         Each model family calls it once, with its sides (e.g. its encoder and decoder), so that an
         option of this sort needs no change in the models. Today: ``shared_rule`` ties the A of
-        every PHM layer in scope (the model, or each side) to the first one's, PyTorch's tied-weight
+        every PHM layer in scope (the model, each side, or each self-attention's Q, K and V maps) to the
+        first one's, PyTorch's tied-weight
         idiom: one Parameter registered in each layer, so ``model.parameters()``, optimizers,
         checkpoints and parameter counts hold it once, and every layer sees each update of it.
         """
         if self.shared_rule is None:
             return model
-        sides = list(sides)
-        scopes = sides if self.shared_rule == "side" and sides else [model]
-        for scope in scopes:
-            layers = [module for module in scope.modules() if isinstance(module, PHMLinear)]
+        if self.shared_rule == "qkv":
+            groups = [_qkv_maps(module) for module in model.modules() if getattr(module, "self_attention", False)]
+            groups = [layers for layers in groups if layers]
+            if not groups:
+                raise ValueError(
+                    "shared_rule='qkv' ties the A of each self-attention's Q, K and V maps, and this model has no "
+                    "self-attention that projects them by three PHM maps: pass --qkv-projection separate"
+                )
+        else:
+            sides = list(sides)
+            scopes = sides if self.shared_rule == "side" and sides else [model]
+            groups = [[module for module in scope.modules() if isinstance(module, PHMLinear)] for scope in scopes]
+        for layers in groups:
             for layer in layers[1:]:
                 if (layer.n, layer.rule) != (layers[0].n, layers[0].rule):
                     raise ValueError(
@@ -214,6 +227,12 @@ class LinearSpec:
             return f"PHM n={self.n} ({', '.join(options + training)})"
         name = {"dense": "dense", "quaternion": "quaternion (Hamilton)"}[self.kind]
         return f"{name} ({', '.join(training)})" if training else name
+
+
+def _qkv_maps(attention: nn.Module) -> list:
+    """The Q, K and V maps of a (fairseq) self-attention when all three are PHM maps of their own, else []."""
+    maps = [getattr(attention, name, None) for name in ("q_proj", "k_proj", "v_proj")]
+    return maps if all(isinstance(m, PHMLinear) for m in maps) else []
 
 
 _TRAINING_DEFAULTS = {"rule_lr_scale": 1.0, "factor_lr_scale": 1.0, "rule_decay": True, "factor_decay": True}
