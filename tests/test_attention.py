@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from phm_fairseq.models.attention import HypercomplexMultiheadAttention
-from phm_fairseq.modules import LinearSpec, PHMLinear
+from phm_fairseq.modules import LinearSpec, PHMLinear, count_parameters
 
 SPECS = [LinearSpec("phm", n=4), LinearSpec("quaternion"), LinearSpec("phm", n=2, rule="algebra-init")]
 
@@ -81,11 +81,12 @@ def test_a_fused_layer_per_projection_starts_each_third_at_the_variance_of_a_pro
     256 -> 256 projection; "per-projection" gives each third exactly that of the separate layers."""
     dim, fairseq_qkv = 256, 2 * 0.5 / (256 + 256)  # 2 gain^2 / (fan_in + fan_out), gain 1/sqrt(2)
     separate = attention(spec, fused_qkv=False, dim=dim)
+    for own in (separate.q_proj, separate.k_proj, separate.v_proj):
+        assert 0.9 < own.weight.var().item() / fairseq_qkv < 1.1
     for init, expected in (("one-map", fairseq_qkv / 2), ("per-projection", fairseq_qkv)):
         fused = attention(spec, fused_qkv=True, fused_qkv_init=init, dim=dim)
-        for projection, own in zip((fused.q_proj, fused.k_proj, fused.v_proj), (separate.q_proj, separate.k_proj)):
-            assert 0.9 < projection.weight.var().item() / expected < 1.1
-            assert 0.9 < own.weight.var().item() / fairseq_qkv < 1.1
+        for third in (fused.q_proj, fused.k_proj, fused.v_proj):
+            assert 0.9 < third.weight.var().item() / expected < 1.1
         before = fused.qkv_proj.weight.var().item()
         fused.reset_parameters()  # fairseq's hook keeps the gain the layer was built with
         assert 0.95 < fused.qkv_proj.weight.var().item() / before < 1.05
@@ -102,8 +103,7 @@ def test_separate_maps_sharing_one_rule_are_the_fused_map_with_its_blocks_aligne
     aligned = spec.finish_model(attention(spec, fused_qkv=False, dim=d)).double()
     maps = (aligned.q_proj, aligned.k_proj, aligned.v_proj)
     assert maps[1].A is maps[0].A and maps[2].A is maps[0].A
-    count = lambda module: sum(p.numel() for p in module.parameters())  # noqa: E731
-    assert count(aligned) == count(fused)
+    assert count_parameters(aligned).total == count_parameters(fused).total
     block = d // n  # rows of one S_i per projection; the fused S_i has 3 * block
     with torch.no_grad():
         maps[0].A.copy_(fused.qkv_proj.A)

@@ -31,6 +31,7 @@ from conftest import (
 
 from phm_fairseq.cli import params as phm_params
 from phm_fairseq.models.export import densify
+from phm_fairseq.modules import count_parameters
 
 
 @pytest.fixture(scope="module", params=list(ARCHS))
@@ -381,7 +382,7 @@ def test_fused_qkv_init_reaches_every_self_attention_and_only_the_initialisation
 
 
 def test_a_rule_shared_by_q_k_and_v_gives_the_fused_maps_parameter_count(copy_task):
-    count = lambda model: sum(p.numel() for p in model.parameters())  # noqa: E731
+    count = lambda model: count_parameters(model).total  # noqa: E731
     fused, _ = build_as_fairseq_train(copy_task, "--arch", "phm_transformer_demo")
     separate, _ = build_as_fairseq_train(copy_task, "--arch", "phm_transformer_demo", "--qkv-projection", "separate")
     aligned, _ = build_as_fairseq_train(

@@ -175,10 +175,10 @@ class LinearSpec:
 
         Each model family calls it once, with its sides (e.g. its encoder and decoder), so that an
         option of this sort needs no change in the models. Today: ``shared_rule`` ties the A of
-        every PHM layer in scope (the model, each side, or each self-attention's Q, K and V maps) to the
-        first one's, PyTorch's tied-weight
-        idiom: one Parameter registered in each layer, so ``model.parameters()``, optimizers,
-        checkpoints and parameter counts hold it once, and every layer sees each update of it.
+        every PHM layer in scope (the model, each side, or each self-attention's Q, K and V maps) to
+        the first one's, PyTorch's tied-weight idiom: one Parameter registered in each layer, so
+        ``model.parameters()``, optimizers, checkpoints and parameter counts hold it once, and every
+        layer sees each update of it.
         """
         if self.shared_rule is None:
             return model
