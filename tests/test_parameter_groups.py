@@ -163,6 +163,25 @@ def test_training_options_that_no_layer_can_honour_are_refused(options, message)
         LinearSpec(**options)
 
 
+def test_a_kind_that_starts_at_zero_logs_a_bounded_relative_update():
+    """PHYDI's gates start at 0: their first step is a whole new value (1), not a quotient by zero that would
+    swamp the epoch's mean; later steps are relative to the norm they then have."""
+    gate = nn.Parameter(torch.zeros(3))
+    model = nn.Module()
+    model.residual_gate = gate
+    logged = []
+    statistics = ParameterStatistics(model, logged.append)
+    optimizer = torch.optim.SGD([gate], lr=0.1)
+    for _ in range(2):
+        gate.grad = -torch.ones(3)
+        optimizer.step()
+    first, second = (stats["update_gate"] for stats in logged)
+    assert first.item() == 1.0 and logged[0]["pnorm_gate"].item() == 0.0
+    torch.testing.assert_close(second, torch.tensor(0.5))  # 0.1 -> 0.2 on each entry: a step of half the norm after
+    assert all(0 <= stats["update_gate"] <= 2 for stats in logged)
+    statistics.close()
+
+
 def test_quaternion_factors_take_a_scale():
     layer = LinearSpec("quaternion", factor_lr_scale="mup", factor_decay=False).build(8, 8)
     assert scales_of(layer.S) == (4.0, 0.0) and not isinstance(layer.A, nn.Parameter)
@@ -179,6 +198,7 @@ def test_statistics_by_kind_are_the_norms_of_what_the_optimizer_stepped():
     grads = {name: p.grad.clone() for name, p in model.named_parameters() if p.grad is not None}
     before = {name: p.detach().clone() for name, p in model.named_parameters()}
     optimizer.step()
+    after = {name: p.detach().clone() for name, p in model.named_parameters()}
     (stats,) = logged
     assert "gnorm_embedding" not in stats
     for kind, named in parameters_by_kind(model).items():
@@ -188,8 +208,9 @@ def test_statistics_by_kind_are_the_norms_of_what_the_optimizer_stepped():
         norm = lambda tensors: torch.cat([t.flatten() for t in tensors]).norm()  # noqa: E731
         torch.testing.assert_close(stats[f"gnorm_{kind}"], norm([grads[n] for n in names]))
         torch.testing.assert_close(stats[f"pnorm_{kind}"], norm([before[n] for n in names]))
-        # SGD moves by lr x gradient
-        torch.testing.assert_close(stats[f"update_{kind}"], 0.1 * stats[f"gnorm_{kind}"] / stats[f"pnorm_{kind}"])
+        # SGD moves by lr x gradient; relative to the larger of the norms before and after the step
+        larger = torch.maximum(stats[f"pnorm_{kind}"], norm([after[n] for n in names]))
+        torch.testing.assert_close(stats[f"update_{kind}"], 0.1 * stats[f"gnorm_{kind}"] / larger)
     other = torch.optim.SGD([nn.Parameter(torch.ones(2))], lr=0.1)  # an optimizer of other parameters
     other.param_groups[0]["params"][0].grad = torch.ones(2)
     other.step()

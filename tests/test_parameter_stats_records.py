@@ -52,6 +52,8 @@ def test_phm_collect_reports_the_diagnostics_of_runs_that_logged_them(tmp_path):
         if rule_update:
             curve["update_rule"] = [[n, rule_update] for n, _ in curve["update_factor"]]
             curve["gnorm_rule"] = [[n, 0.1] for n, _ in curve["update_factor"]]
+            # PHYDI's gates as logged before the update was bounded: epoch 1 divided by their zero norm
+            curve["update_gate"] = [[128, 6.5e27], [256, 0.02], [384, 0.01], [512, 0.03]]
         run = tmp_path / "runs" / config / "seed1"
         run.mkdir(parents=True)
         (run / "result.json").write_text(json.dumps(record))
@@ -59,7 +61,8 @@ def test_phm_collect_reports_the_diagnostics_of_runs_that_logged_them(tmp_path):
     report = (tmp_path / "report.md").read_text()
     section = report[report.index("## Training diagnostics") :]
     # the plateau starts at 20 (the first at 90% of the best, 21): moves 2, 3, mean 2.50, largest 3.00 (the
-    # climb from 10 left out); the factors' mean update 2.50e-03; the rules' 1.00e-03: 0.40
-    assert "| phm_n4_lr008 | 1 | 2.50 | 3.00 | 1.00e-03 | 2.50e-03 | 0.40 |" in section
-    assert "| transformer | 1 | 2.50 | 3.00 |  | 2.50e-03 |  |" in section
+    # climb from 10 left out); the factors' mean update 2.50e-03; the rules' 1.00e-03: 0.40; the gates' 2.00e-02,
+    # the epoch above the measure's bound of 2 left out
+    assert "| phm_n4_lr008 | 1 | 2.50 | 3.00 | 1.00e-03 | 2.50e-03 | 2.00e-02 | 0.40 |" in section
+    assert "| transformer | 1 | 2.50 | 3.00 |  | 2.50e-03 |  |  |" in section
     assert (tmp_path / "report.parameters.png").stat().st_size > 10_000

@@ -19,6 +19,10 @@ SHOWN = ("rule", "factor", "dense", "embedding")  # the kinds plotted: the maps,
 
 
 PLATEAU = 0.9  # the moves counted: from the first epoch at this fraction of the run's best validation BLEU
+# update_<kind> is ||after - before|| / max(||before||, ||after||), which cannot exceed 2. Records logged
+# before it was bounded divided by ||before|| alone: a kind that starts at zero (PHYDI's gates) has an
+# epoch above it, a quotient by zero, which the means leave out.
+UPDATE_BOUND = 2.0
 
 
 def validation_moves(entry: Entry):
@@ -31,10 +35,11 @@ def validation_moves(entry: Entry):
     return (statistics.mean(moves), max(moves)) if moves else None
 
 
-def mean_statistic(entry: Entry, key: str):
-    """The mean over the run's epochs of one statistic (e.g. update_rule); None where it was not logged."""
-    points = entry.result.training.curve.get(key)
-    return statistics.mean(value for _, value in points) if points else None
+def mean_statistic(entry: Entry, key: str, bound: float = float("inf")):
+    """The mean over the run's epochs of one statistic (e.g. update_rule), of the epochs at most ``bound``;
+    None where it was not logged."""
+    values = [value for _, value in entry.result.training.curve.get(key, []) if value <= bound]
+    return statistics.mean(values) if values else None
 
 
 def diagnostics(entries: list[Entry]) -> list[dict]:
@@ -42,7 +47,7 @@ def diagnostics(entries: list[Entry]) -> list[dict]:
     rows = []
     for entry in sorted((e for e in entries if e.is_best), key=lambda e: (e.column, row_order(e.row), e.result.seed)):
         moves = validation_moves(entry)
-        updates = {kind: mean_statistic(entry, f"update_{kind}") for kind in KINDS}
+        updates = {kind: mean_statistic(entry, f"update_{kind}", UPDATE_BOUND) for kind in KINDS}
         if moves is None and not any(updates.values()):
             continue
         rows.append(
@@ -73,8 +78,9 @@ def markdown(rows: list[dict]) -> str:
         "How far the validation BLEU moved from one epoch to the next on the run's plateau (from the first epoch "
         f"at {PLATEAU:.0%} of its best; mean and largest absolute change), "
         "and, where the run logged its parameter statistics (--log-parameter-stats), the mean over epochs "
-        "of each kind's relative update per step, ||after - before|| / ||before||; rule/factor: the rules' "
-        "relative update over the factors'.",
+        "of each kind's relative update per step, ||after - before|| / max(||before||, ||after||) (epochs "
+        f"above {UPDATE_BOUND:g}, quotients by a zero norm in records older than the bound, left out); "
+        "rule/factor: the rules' relative update over the factors'.",
         "",
         "| run | seed | valid BLEU move: mean | largest | "
         + " | ".join(f"update: {kind}" for kind in kinds)

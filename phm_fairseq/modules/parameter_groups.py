@@ -124,12 +124,18 @@ Sink = Callable[[Dict[str, Tensor]], None]
 class ParameterStatistics:
     """Per kind of ``model``'s parameters, at every optimizer step that updates them: ``gnorm_<kind>``
     (the gradient's norm as the optimizer sees it), ``pnorm_<kind>`` (the parameters' norm before the
-    step) and ``update_<kind>`` (the step's relative size ||after - before|| / ||before||), as 0-d
-    tensors handed to ``sink`` (no synchronisation with an accelerator). Keep a reference: the hooks
-    hold this object weakly, and it stops when it is collected or ``close()``d (``start()`` again).
+    step) and ``update_<kind>`` (the step's relative size, ||after - before|| / max(||before||,
+    ||after||)), as 0-d tensors handed to ``sink`` (no synchronisation with an accelerator). Keep a
+    reference: the hooks hold this object weakly, and it stops when it is collected or ``close()``d
+    (``start()`` again).
 
-    Costs, per step: a norm of every gradient and parameter, and one copy of the parameters (kept
-    between steps to measure the update)."""
+    The relative update divides by the larger of the two norms, not by ||before|| alone: the two agree
+    to the step's square for the small steps of training, and a kind that starts at zero (PHYDI's
+    gates) logs 1 on its first step, not a quotient by zero that would swamp every mean it enters.
+    The measure lies in [0, 2].
+
+    Costs, per step: two norms of the parameters and one of the gradients, and one copy of the
+    parameters (kept between steps to measure the update)."""
 
     def __init__(self, model: nn.Module, sink: Sink):
         self.sink = sink
@@ -179,9 +185,10 @@ class ParameterStatistics:
         stats = {}
         for kind, (stepped, copies, grad_norm, param_norm) in stepping.items():
             update = _norm(torch._foreach_sub(stepped, copies))
+            larger_norm = torch.maximum(param_norm, _norm(stepped))
             stats[f"gnorm_{kind}"] = grad_norm
             stats[f"pnorm_{kind}"] = param_norm
-            stats[f"update_{kind}"] = update / param_norm.clamp_min(torch.finfo(param_norm.dtype).tiny)
+            stats[f"update_{kind}"] = update / larger_norm.clamp_min(torch.finfo(larger_norm.dtype).tiny)
         self.sink(stats)
 
     def _copy_of(self, parameter: Tensor) -> Tensor:
