@@ -60,7 +60,7 @@ case ${1:-start} in
       # some width leaves that point out
       .venv/bin/python -m phm_experiments.report.width --out results/width_trend --hidden 128 256 \
         --dense converged/multi30k/transformer converged/multi30k_iwslt/transformer \
-        --series "PHM n=2" converged/multi30k/phm_n2_lr008 converged/multi30k_iwslt/phm_n2 \
+        --series "PHM n=2" converged/multi30k/phm_n2_lr008 converged/multi30k_iwslt/phm_n2_lr004 \
         --series "PHM n=4" converged/multi30k/phm_n4_lr008 converged/multi30k_iwslt/phm_n4 \
         --series "PHM n=4, Q, K, V separate" converged/multi30k_recipe/phm_n4_qkv_separate \
           converged/multi30k_iwslt/phm_n4_qkv_separate \
