@@ -62,8 +62,8 @@ case ${1:-start} in
         --dense converged/multi30k/transformer converged/multi30k_iwslt/transformer \
         --series "PHM n=2" converged/multi30k/phm_n2_lr008 converged/multi30k_iwslt/phm_n2_lr004 \
         --series "PHM n=4" converged/multi30k/phm_n4_lr008 converged/multi30k_iwslt/phm_n4 \
-        --series "PHM n=4, Q, K, V separate" converged/multi30k_recipe/phm_n4_qkv_separate \
-          converged/multi30k_iwslt/phm_n4_qkv_separate \
+        --series "PHM n=4, Q, K, V separate, rules from Hamilton's" converged/multi30k_recipe/phm_n4_qkv_separate_algebra_init \
+          converged/multi30k_iwslt/phm_n4_qkv_separate_algebra_init \
         --series "dense, PHM n=4's size" converged/multi30k/transformer_equal_params_lr008 \
           converged/multi30k_iwslt/transformer_equal_params
     fi
