@@ -66,3 +66,23 @@ def test_phm_collect_reports_the_diagnostics_of_runs_that_logged_them(tmp_path):
     assert "| phm_n4_lr008 | 1 | 2.50 | 3.00 | 1.00e-03 | 2.50e-03 | 2.00e-02 | 0.40 |" in section
     assert "| transformer | 1 | 2.50 | 3.00 |  | 2.50e-03 |  |  |" in section
     assert (tmp_path / "report.parameters.png").stat().st_size > 10_000
+
+
+def test_the_diagnostics_plot_keeps_the_rows_and_seeds_it_is_given(tmp_path, capsys):
+    """`python -m phm_experiments.report.diagnostics RUNS --rows R --seeds S`: those rows and seeds alone."""
+    from pathlib import Path
+
+    from phm_experiments.report import diagnostics
+
+    source = Path(__file__).parent.parent / "results/runs/converged/multi30k_recipe"
+    for config, seed in (("transformer", 1), ("transformer", 2), ("phm_n4", 1)):
+        record = json.loads((source / config / "seed1/result.json").read_text())
+        record["seed"] = seed
+        run = tmp_path / "runs" / config / f"seed{seed}"
+        run.mkdir(parents=True)
+        (run / "result.json").write_text(json.dumps(record))
+    plot = tmp_path / "stats.png"
+    diagnostics.main([str(tmp_path / "runs"), "--rows", "transformer", "phm_n4", "--seeds", "1", "--out", str(plot)])
+    rows = [line.split(" | ")[:2] for line in capsys.readouterr().out.splitlines() if line.startswith("| ")]
+    assert rows[1:] == [["| transformer", "1"], ["| phm_n4", "1"]]  # after the header
+    assert plot.stat().st_size > 10_000

@@ -2,9 +2,9 @@
 parameter statistics by kind that --log-parameter-stats logged (the epoch averages in result.json's
 training curve: gnorm_<kind>, pnorm_<kind>, update_<kind>).
 
-    python -m phm_experiments.report.diagnostics RUNS --rows transformer phm_n4 --out docs/parameter_stats.png
+    python -m phm_experiments.report.diagnostics RUNS --rows transformer phm_n4 --seeds 1 --out docs/parameter_stats.png
 
-plots the statistics of the named rows' runs (checkpoint_best.pt's rows) alone; phm-collect adds the
+plots the statistics of the named rows' runs (checkpoint_best.pt's rows) of the named seeds alone; phm-collect adds the
 section and OUT.parameters.png to every report whose runs logged them.
 """
 
@@ -149,9 +149,14 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("runs", type=Path, help="a folder of runs, as phm-collect reads")
     parser.add_argument("--rows", nargs="+", help="only these rows (configs), e.g. transformer phm_n4")
+    parser.add_argument("--seeds", nargs="+", type=int, help="only these seeds' runs, e.g. 1")
     parser.add_argument("--out", type=Path, required=True, help="the plot (.png)")
     args = parser.parse_args(argv)
-    entries = [e for e in load_results(args.runs) if not args.rows or e.row in args.rows]
+    entries = [
+        e
+        for e in load_results(args.runs)
+        if (not args.rows or e.row in args.rows) and (not args.seeds or e.result.seed in args.seeds)
+    ]
     if not plot_parameter_statistics(entries, args.out):
         parser.exit(1, f"no run below {args.runs} logged parameter statistics\n")
     print(markdown(diagnostics(entries)))
