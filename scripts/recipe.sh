@@ -48,7 +48,7 @@ case ${1:-start} in
   queue) queue ;;
   report)
     .venv/bin/phm-collect $RUNS/converged/multi30k_recipe --out results/converged_multi30k_recipe \
-      --title "Multi30k en-de, the training-recipe screen (PHM at the demo size; seed 1, the leading option on 3): BLEU on test2016, chosen on valid"
+      --title "Multi30k en-de, the training-recipe screen (PHM at the demo size; seed 1, the leading options and the dense twin on 3): BLEU on test2016, chosen on valid"
     if compgen -G "$RUNS/converged/multi30k_iwslt_lr_check/*/seed*/result.json" > /dev/null; then
       .venv/bin/phm-collect $RUNS/converged/multi30k_iwslt_lr_check --out results/converged_multi30k_iwslt_lr_check \
         --title "Multi30k en-de, the recipe check at the iwslt size (8 epochs, seed 1): BLEU on test2016, chosen on valid"
