@@ -4,8 +4,8 @@ training curve: gnorm_<kind>, pnorm_<kind>, update_<kind>).
 
     python -m phm_experiments.report.diagnostics RUNS --rows transformer phm_n4 --seeds 1 --out docs/parameter_stats.png
 
-plots the statistics of the named rows' runs (checkpoint_best.pt's rows) of the named seeds alone; phm-collect adds the
-section and OUT.parameters.png to every report whose runs logged them.
+plots the statistics of the named rows' runs (checkpoint_best.pt's rows) of the named seeds alone;
+phm-collect adds the section and OUT.parameters.png to every report whose runs logged them.
 """
 
 import argparse
