@@ -1,8 +1,12 @@
 """phm-run's records of --log-parameter-stats and of the validation BLEU (phm_experiments.logs.TrainingLog.curve)."""
 
 import json
+import shutil
+from pathlib import Path
 
 from phm_experiments.logs import TrainingLog
+
+RECORDS = Path(__file__).parent.parent / "results/runs/converged"
 
 
 def line(tag, **stats):
@@ -39,11 +43,9 @@ def test_a_log_without_them_has_the_curves_it_always_had():
 
 def test_phm_collect_reports_the_diagnostics_of_runs_that_logged_them(tmp_path):
     """A committed record, given the curves of a run with --log-parameter-stats: the report's section and plot."""
-    from pathlib import Path
-
     from phm_experiments.report import collect
 
-    source = Path(__file__).parent.parent / "results/runs/converged/multi30k"
+    source = RECORDS / "multi30k"
     for config, rule_update in (("transformer", None), ("phm_n4_lr008", 0.001)):
         record = json.loads((source / config / "seed1/result.json").read_text())
         curve = record["training"]["curve"]
@@ -70,17 +72,11 @@ def test_phm_collect_reports_the_diagnostics_of_runs_that_logged_them(tmp_path):
 
 def test_the_diagnostics_plot_keeps_the_rows_and_seeds_it_is_given(tmp_path, capsys):
     """`python -m phm_experiments.report.diagnostics RUNS --rows R --seeds S`: those rows and seeds alone."""
-    from pathlib import Path
-
     from phm_experiments.report import diagnostics
 
-    source = Path(__file__).parent.parent / "results/runs/converged/multi30k_recipe"
-    for config, seed in (("transformer", 1), ("transformer", 2), ("phm_n4", 1)):
-        record = json.loads((source / config / "seed1/result.json").read_text())
-        record["seed"] = seed
-        run = tmp_path / "runs" / config / f"seed{seed}"
-        run.mkdir(parents=True)
-        (run / "result.json").write_text(json.dumps(record))
+    for run in ("transformer/seed1", "transformer/seed2", "phm_n4/seed1"):  # committed records, as they are
+        (tmp_path / "runs" / run).mkdir(parents=True)
+        shutil.copy(RECORDS / "multi30k_recipe" / run / "result.json", tmp_path / "runs" / run)
     plot = tmp_path / "stats.png"
     diagnostics.main([str(tmp_path / "runs"), "--rows", "transformer", "phm_n4", "--seeds", "1", "--out", str(plot)])
     rows = [line.split(" | ")[:2] for line in capsys.readouterr().out.splitlines() if line.startswith("| ")]
