@@ -15,6 +15,7 @@ false or null leave it out.
 import difflib
 import hashlib
 import json
+import os
 import re
 from pathlib import Path
 from typing import Annotated, Any, Literal, Optional, Union
@@ -44,6 +45,10 @@ SET_BY_PHM_RUN = {
     "restore-file": "phm-run resumes from the run's own checkpoint_last.pt; start from another model with `init`",
     "finetune-from-model": "use `init: {command: ..., checkpoint: ...}`",
 }
+# --best-checkpoint-metric's direction: fairseq keeps checkpoint_best.pt by the metric's lowest value
+# unless --maximize-best-checkpoint-metric is given, whatever the metric is
+LOWER_IS_BETTER = ("loss", "nll_loss", "ppl", "wer")
+HIGHER_IS_BETTER = ("bleu", "accuracy", "acc", "chrf", "f1")
 GENERATE_SET_BY_PHM_RUN = {
     "user-dir": "phm-run passes the plugin's folder",
     "path": "phm-run evaluates the run's checkpoint_best.pt (and checkpointN.pt for evaluate.epochs)",
@@ -436,7 +441,55 @@ def rules_between_keys(values: dict, path: Path) -> list:
     max_epoch = train.get("max-epoch")
     if epochs and type(max_epoch) is int and epochs[-1] > max_epoch:
         problems.append(f"evaluate.epochs: epoch {epochs[-1]} is past train.max-epoch {max_epoch}")
+    problems += metric_direction(train, path)
     return problems
+
+
+def metric_direction(train: dict, path: Path) -> list:
+    """A best-checkpoint metric kept the wrong way round: a maximised loss (say, `best-checkpoint-metric:
+    loss` over a base that maximises accuracy) or a minimised BLEU or accuracy would keep the worst
+    checkpoint as checkpoint_best.pt, and report its score, without a word from fairseq."""
+    metric = train.get("best-checkpoint-metric", "loss")  # fairseq's default
+    maximize = train.get("maximize-best-checkpoint-metric", False)
+    if not isinstance(metric, str) or not isinstance(maximize, bool):
+        return []
+    named = f"train.best-checkpoint-metric {metric}"
+    if "best-checkpoint-metric" not in train:
+        named = "train.best-checkpoint-metric not set (fairseq's default: loss)"
+    lower = metric in LOWER_IS_BETTER or metric.endswith("_loss")
+    if maximize and lower:
+        where = os.path.relpath(set_in(path, "maximize-best-checkpoint-metric"), path.parent)
+        return [
+            f"{named} with train.maximize-best-checkpoint-metric: true (set in {where}): fairseq would keep "
+            f"the checkpoint of the highest {metric} as checkpoint_best.pt. A lower {metric} is better: set "
+            f"train.maximize-best-checkpoint-metric: false in {path.name}, or name a metric to maximise"
+        ]
+    if not maximize and metric in HIGHER_IS_BETTER:
+        return [
+            f"{named} without train.maximize-best-checkpoint-metric: fairseq would keep the checkpoint of the "
+            f"lowest {metric} as checkpoint_best.pt. A higher {metric} is better: set "
+            f"train.maximize-best-checkpoint-metric: true in {path.name}"
+        ]
+    return []
+
+
+def set_in(path: Path, key: str) -> Path:
+    """The file of ``path``'s extends chain whose `train` gives ``key`` last (the value in force)."""
+    seen = []
+    while path not in seen:  # read_config has read the chain already: this only names a file of it
+        seen.append(path)
+        try:
+            with open(path, encoding="utf-8") as file:
+                values = yaml.load(file, Loader=ConfigLoader) or {}
+        except (OSError, yaml.YAMLError):
+            break
+        if not isinstance(values, dict):
+            break
+        train = values.get("train")
+        if (isinstance(train, dict) and key in train) or not isinstance(values.get("extends"), str):
+            return path
+        path = (path.parent / values["extends"]).resolve()
+    return seen[0]
 
 
 def validate(values: dict, path: Path) -> Config:
