@@ -13,6 +13,7 @@ from pathlib import Path
 from .commands import fairseq_generate_command, fairseq_train_command, options
 from .config import ConfigError, expand, load_config
 from .data import is_prepared
+from .distill import refused
 from .fairseq_train import training_arguments
 from .run_folder import RunFolder
 
@@ -71,6 +72,7 @@ def check_with_fairseq(config, fields: dict, extra_train: list = ()) -> None:
     problems = [problem] if problem else training_problems(args)
     searches = {"evaluate.generate": config.evaluate.generate if config.evaluate.kind == "bleu" else None}
     searches["distill"] = config.distill
+    problems += refused(config.distill)
     for what, search in searches.items():
         if search:
             generate = fairseq_generate_command(PARSE_ONLY_DATA, "checkpoint.pt", *options(search, fields))

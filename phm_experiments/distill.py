@@ -22,16 +22,30 @@ from .run_folder import RunFolder
 # taken from the teacher's evaluate.generate unless the student's `distill` gives them
 SEARCH_OPTIONS = ("beam", "lenpen", "batch-size", "max-tokens", "source-lang", "target-lang")
 # fairseq-generate options that would make the outputs unfit as training targets
+IN_TOKENS = "the teacher's outputs must stay in the training data's tokens (BPE and all)"
 REFUSED = {
     "gen-subset": "phm-run translates the train split",
-    "post-process": "the teacher's outputs must stay in the training data's tokens (BPE and all)",
-    "remove-bpe": "the teacher's outputs must stay in the training data's tokens (BPE and all)",
+    "post-process": IN_TOKENS,
+    "remove-bpe": IN_TOKENS,  # fairseq's other name for post-process
     "nbest": "one translation per sentence",
+    # fairseq-generate decodes the source lines it prints (S-) with these: the student's source would
+    # no longer be its training data's
+    "tokenizer": "the source must stay in the training data's tokens",
+    "bpe": "the source must stay in the training data's tokens (BPE and all)",
 }
 
 
 class DistillationFailed(RuntimeError):
     pass
+
+
+def refused(distill: dict) -> list:
+    """The problems of a student's `distill` options that would corrupt the distilled training data."""
+    return [
+        f"distill.{key}: {REFUSED[key]}; remove it"
+        for key, value in (distill or {}).items()
+        if key in REFUSED and value is not False  # false leaves the option out
+    ]
 
 
 def search_options(student, teacher) -> dict:

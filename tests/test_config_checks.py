@@ -1,10 +1,12 @@
 """Config checks that keep a run from being silently wrong: a best-checkpoint metric kept the wrong way
-round (a maximised loss, a minimised BLEU or accuracy), inherited or explicit."""
+round (a maximised loss, a minimised BLEU or accuracy), inherited or explicit; distillation options
+that would corrupt the student's training data."""
 
 import pytest
 import yaml
-from conftest import REPO, run_main
+from conftest import REPO, TINY, run_main
 
+from phm_experiments.checks import check_all
 from phm_experiments.cli import run as phm_run
 from phm_experiments.config import ConfigError, load_config
 
@@ -73,3 +75,39 @@ def test_every_wrong_direction_is_refused_and_the_right_ones_pass(tmp_path):
     for name, values in fine.items():
         assert load_config(write(tmp_path / name, values)), name
     assert base.exists()
+
+
+def test_distill_options_that_would_corrupt_the_distilled_data_are_refused_each_by_name(tmp_path):
+    """fairseq-generate's S- and H- lines become the student's training pairs: post-processed, detokenized
+    or several per sentence, or of another split, they are not the training data's any more."""
+    train = {"task": "translation", "arch": "transformer_twin_demo", "optimizer": "adam", "lr": 0.001, **TINY}
+    common = {"data": "data-bin/not-prepared-yet", "train": train}
+    evaluate = {"kind": "bleu", "reference": "{data}/test.tgt"}
+    write(tmp_path / "teacher.yaml", {**common, "evaluate": evaluate})
+    refused_options = {
+        "gen-subset": "valid",
+        "post-process": "sentencepiece",
+        "remove-bpe": "subword_nmt",
+        "nbest": 2,
+        "tokenizer": "moses",
+        "bpe": "subword_nmt",
+    }
+    student = {**common, "teacher": "teacher.yaml", "evaluate": evaluate}
+    path = write(tmp_path / "student.yaml", {**student, "distill": {"beam": 4, **refused_options}})
+    with pytest.raises(ConfigError) as error:
+        check_all([path], tmp_path / "runs")
+    lines = str(error.value).splitlines()
+    assert lines[0] == f"{path}:"
+    problems = [line.strip() for line in lines[1:] if line.strip().startswith("distill.")]
+    assert [problem.split(":")[0] for problem in problems] == [f"distill.{key}" for key in refused_options]
+    assert problems[2] == (
+        "distill.remove-bpe: the teacher's outputs must stay in the training data's tokens (BPE and all); remove it"
+    )
+    assert "distill.nbest: one translation per sentence; remove it" in problems
+    for key, value in refused_options.items():  # each alone is refused too
+        write(path, {**student, "distill": {key: value}})
+        with pytest.raises(ConfigError, match=f"distill.{key}: .*; remove it"):
+            check_all([path], tmp_path / "runs")
+    # search options pass, and so does a refused option set to false (false leaves an option out)
+    write(path, {**student, "distill": {"beam": 4, "lenpen": 1.0, "nbest": False}})
+    assert check_all([path], tmp_path / "runs")
