@@ -142,12 +142,16 @@ def run_directory(config_path: Path, runs_dir: Path, seed: int) -> Path:
 
 
 @contextlib.contextmanager
-def exclusive(path: Path, when_held):
+def exclusive(path: Path, when_held, unwritable: str = ""):
     """An exclusive lock on the file ``path``, which names its holder while it is held (the system
     drops the lock when the process ends, however it ends). Where another process holds it,
-    ``when_held(holder)`` decides: it raises to refuse, or returns to wait until the lock is free."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    file = open(path, "a+", encoding="utf-8")
+    ``when_held(holder)`` decides: it raises to refuse, or returns to wait until the lock is free.
+    Where the file cannot be written, a RunError says so, followed by ``unwritable`` (what to do)."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        file = open(path, "a+", encoding="utf-8")
+    except OSError as error:
+        raise RunError(f"cannot write {error.filename or path}: {error.strerror or error}{unwritable}") from None
     try:
         try:
             fcntl.flock(file, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -180,4 +184,5 @@ def run_lock(run_dir: Path):
             "Wait for it to finish, or stop it and run again (an interrupted training resumes)"
         )
 
-    return exclusive(Path(run_dir) / LOCK, refuse)
+    hint = ". phm-run keeps each run's checkpoints, logs and result.json below --runs-dir: give one it can write to"
+    return exclusive(Path(run_dir) / LOCK, refuse, hint)

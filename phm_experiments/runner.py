@@ -38,9 +38,23 @@ class Runner:
             if run.teacher:
                 run.say(f"its teacher {run.teacher.name} (seed {run.config.seed}) first")
                 self._run(run.teacher, force=False)
-            with run.folder.lock():
-                self.done[key] = carry_out(run, force)
+            # a finished run is reported without its lock: it writes nothing (a --runs-dir may be read-only)
+            finished = None if force else done_already(run)
+            if finished:
+                self.done[key] = finished
+            else:
+                with run.folder.lock():
+                    self.done[key] = carry_out(run, force)
         return self.done[key]
+
+
+def done_already(run: Run) -> Result | None:
+    """The run's result.json where it has every value of the run's config (result.json is written whole)."""
+    previous = previous_result(run)
+    if previous and previous.config_sha256 == run.config.sha256:
+        run.say(f"done already ({run.folder.result})")
+        return previous
+    return None
 
 
 def carry_out(run: Run, force: bool) -> Result:
@@ -49,10 +63,10 @@ def carry_out(run: Run, force: bool) -> Result:
         removed = run.folder.clean(also=[Path(run.fill(run.config.init.checkpoint))] if run.config.init else [])
         if removed:
             run.say(f"--force: removed {len(removed)} files of {run.folder.path}")
+    finished = done_already(run)  # by another phm-run since _run looked, without the lock
+    if finished:
+        return finished
     previous = previous_result(run)
-    if previous and previous.config_sha256 == run.config.sha256:
-        run.say(f"done already ({run.folder.result})")
-        return previous
     same_training = previous is not None and previous.fingerprint == run.fingerprint.sha256
     if same_training:
         refuse_record_without_checkpoints(run, previous)
