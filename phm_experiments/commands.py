@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
+from . import kernels
 from .config import fill
 from .fairseq_train import COMMAND
 
@@ -118,10 +119,19 @@ class Finished:
         return self.stdout + self.stderr
 
 
+# phm-run --native-kernels sets it False: each CPU's fastest kernels, not the same bits on another CPU
+PIN_KERNELS = True
+
+
 def environment() -> dict:
-    # the commands of this Python environment (fairseq-train, sacremoses, ...) come first, so
-    # that runs and data preparation use the installation the runner belongs to
-    return {**os.environ, "PATH": os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])}
+    """The commands' environment: this Python environment's commands (fairseq-train, sacremoses, ...)
+    first on PATH, so that runs and data preparation use the installation the runner belongs to, and
+    the kernels pinned (kernels.py) at this process's thread count."""
+    import torch
+
+    pins = kernels.pinned_environment(torch.get_num_threads()) if PIN_KERNELS else {}
+    path = os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
+    return {**os.environ, **pins, "PATH": path}
 
 
 def run(command: list, log: Path, check: bool = True, quiet: bool = False, tail: int = 20) -> Finished:

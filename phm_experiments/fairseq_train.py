@@ -67,7 +67,12 @@ def save_dir(argv: list) -> Path:
 
 def main(argv=None) -> None:
     argv = sys.argv[1:] if argv is None else argv
+    import torch
     from fairseq.trainer import Trainer
+
+    if os.environ.get("PHM_DETERMINISTIC_ALGORITHMS") == "1":  # pinned kernels (kernels.py)
+        # warn_only: an op without a deterministic kernel says so in the log instead of ending the run
+        torch.use_deterministic_algorithms(True, warn_only=True)
 
     # fairseq-train's log format, which phm-run reads (fairseq_cli/train.py sets it only where
     # nothing has configured logging before it)

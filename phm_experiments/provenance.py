@@ -7,6 +7,7 @@ import shlex
 import subprocess
 import sys
 from pathlib import Path
+from typing import Optional
 
 import torch
 
@@ -23,19 +24,26 @@ def _cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
+def _git(*args) -> str:
+    return subprocess.run(["git", *args], capture_output=True, text=True, cwd=PACKAGE_ROOT, check=True).stdout
+
+
 def git_commit() -> str:
     """The checkout's commit, marked +uncommitted when tracked files differ from it."""
-
-    def run(*args) -> str:
-        return subprocess.run(
-            ["git", *args], capture_output=True, text=True, cwd=PACKAGE_ROOT, check=True
-        ).stdout.strip()
-
     try:
-        commit = run("rev-parse", "--short", "HEAD")
-        return commit + ("+uncommitted" if run("status", "--porcelain", "--untracked-files=no") else "")
+        commit = _git("rev-parse", "--short", "HEAD").strip()
+        return commit + ("+uncommitted" if _git("status", "--porcelain", "--untracked-files=no").strip() else "")
     except (OSError, subprocess.CalledProcessError):
         return "unknown"
+
+
+def git_diff() -> Optional[str]:
+    """What the tracked files change from the checkout's commit (``git diff HEAD``), so that a run
+    made from an uncommitted tree can still be traced to its code; None when there is nothing."""
+    try:
+        return _git("diff", "HEAD") or None
+    except (OSError, subprocess.CalledProcessError):
+        return None
 
 
 def invocation() -> str:
@@ -54,10 +62,15 @@ def environment(device: str = "cpu", command=None) -> dict:
         fairseq_version = None
     from phm_fairseq import __version__
 
+    from .commands import environment as commands_environment
+    from .kernels import kernel_environment
+
+    commit = git_commit()
     return {
         "date": datetime.datetime.now().isoformat(timespec="seconds"),
         "command": command or invocation(),
-        "git_commit": git_commit(),
+        "git_commit": commit,
+        "git_diff": git_diff() if commit.endswith("+uncommitted") else None,
         "python": platform.python_version(),
         "torch": torch.__version__,
         "fairseq": fairseq_version,
@@ -66,4 +79,6 @@ def environment(device: str = "cpu", command=None) -> dict:
         "threads": torch.get_num_threads(),
         # the kernels torch picked for the CPU (AVX2, AVX512; the host's on a GPU machine): one model name covers both
         "cpu_capability": torch.backends.cpu.get_cpu_capability(),
+        # what chose the kernels of the commands it ran (kernels.py): empty where they were the CPU's own
+        "kernels": kernel_environment(commands_environment()),
     }

@@ -174,6 +174,11 @@ class Environment(Record):
     device: str
     threads: int
     cpu_capability: Optional[str] = None  # torch's CPU kernels; None: recorded before it was
+    # the tracked files' changes from git_commit when it is marked +uncommitted (git diff HEAD)
+    git_diff: Optional[str] = None
+    # the variables that chose the commands' kernels (kernels.py; {} where each CPU chose its own);
+    # None: recorded before they were pinned
+    kernels: Optional[dict[str, str]] = None
 
 
 class Result(Record):

@@ -15,7 +15,9 @@ and placeholders, and its options through fairseq-train's and fairseq-generate's
 A run whose result.json has every value of its config is skipped; an interrupted run resumes
 from its checkpoints, a finished one whose evaluation changed is only evaluated again.
 Checkpoints trained with other config values are refused with what changed; --force
-starts such a run clean.
+starts such a run clean. Every command runs with its CPU kernels and threads pinned (threads: this
+process's, OMP_NUM_THREADS), so that a seed gives the same bits on every CPU that reproduces the
+committed reference (phm_experiments/kernels.py; --native-kernels for each CPU's fastest instead).
 
 A config is YAML: `phm-run --schema` lists every key with its type and meaning (the schema is
 phm_experiments/config.py's; docs/experiments.md explains it with examples). For instance:
@@ -73,6 +75,13 @@ def main(argv=None):
         help="start the runs of these configs clean: remove their checkpoints, logs and results "
         "(only files phm-run made), then train and evaluate again",
     )
+    parser.add_argument(
+        "--native-kernels",
+        action="store_true",
+        help="let each CPU choose its fastest kernels (AVX-512, its own MKL branch): faster where there "
+        "is AVX-512, but the same seed no longer gives the same bits on another CPU. By default every "
+        "command runs with the kernels pinned (python -m phm_experiments.kernels prints the pins)",
+    )
     args = parser.parse_args(argv)
     if args.schema:
         from phm_experiments.config import schema_table
@@ -82,6 +91,7 @@ def main(argv=None):
     if not args.configs:
         parser.error("give config files or folders of them (or --schema)")
 
+    from phm_experiments import commands
     from phm_experiments.checks import check_all
     from phm_experiments.commands import CommandFailed
     from phm_experiments.config import ConfigError
@@ -93,6 +103,7 @@ def main(argv=None):
     # SIGTERM (a session's end, `kill`) stops phm-run as Ctrl-C does: the command it runs is
     # stopped too, and the next phm-run resumes
     signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
+    commands.PIN_KERNELS = not args.native_kernels
     try:
         if args.runs_dir.exists() and not args.runs_dir.is_dir():
             raise ConfigError(f"--runs-dir {args.runs_dir} is a file, not a folder of runs")
