@@ -13,7 +13,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 RUNS=results/runs
-LIST=scripts/recipe.list
+LIST=${LIST:-scripts/recipe.list}  # LIST=scripts/frontier.list scripts/recipe.sh: another list
 
 pending() { # the list's lines with a seed whose result.json is missing, as "CONFIG SEED"
   grep -v '^\s*\(#\|$\)' "$LIST" | while read -r config seeds; do
