@@ -4,6 +4,8 @@ import json
 import shutil
 from pathlib import Path
 
+import pytest
+
 from phm_experiments.logs import TrainingLog
 
 RECORDS = Path(__file__).parent.parent / "results/runs/converged"
@@ -82,3 +84,28 @@ def test_the_diagnostics_plot_keeps_the_rows_and_seeds_it_is_given(tmp_path, cap
     rows = [line.split(" | ")[:2] for line in capsys.readouterr().out.splitlines() if line.startswith("| ")]
     assert rows[1:] == [["| transformer", "1"], ["| phm_n4", "1"]]  # after the header
     assert plot.stat().st_size > 10_000
+
+
+def test_the_diagnostics_plot_says_which_rows_and_seeds_match_nothing_and_checks_out_first(tmp_path, capsys):
+    """--rows or --seeds that no run has are named with those there are (not "no run logged parameter
+    statistics"); --out into a missing folder makes it, and an --out that cannot be written is refused first."""
+    from phm_experiments.report import diagnostics
+
+    for run in ("transformer/seed1", "transformer/seed2", "phm_n4/seed1"):
+        (tmp_path / "runs" / run).mkdir(parents=True)
+        shutil.copy(RECORDS / "multi30k_recipe" / run / "result.json", tmp_path / "runs" / run)
+    runs, plot = str(tmp_path / "runs"), tmp_path / "stats.png"
+    for args, problem in (
+        (["--rows", "phm_n9"], f"--rows phm_n9: no such row below {runs}; its rows: transformer, phm_n4"),
+        (["--seeds", "7"], f"--seeds 7: no such run; the runs below {runs} have seeds 1, 2"),
+        (["--rows", "phm_n4", "--seeds", "2"], "--seeds 2: no such run; the runs of phm_n4 have seeds 1"),
+        (["--out", str(tmp_path / "stats.txt")], "--out"),
+        (["--out", str(tmp_path / "runs/phm_n4/seed1/result.json/stats.png")], "result.json is a file, not a folder"),
+    ):
+        with pytest.raises(SystemExit) as stop:
+            diagnostics.main([runs, "--out", str(plot), *args])
+        assert stop.value.code == 2 and problem in capsys.readouterr().err
+    assert not plot.exists()
+    nested = tmp_path / "new" / "folder" / "stats.png"  # made, not a traceback after the work
+    diagnostics.main([runs, "--rows", "phm_n4", "--out", str(nested)])
+    assert nested.stat().st_size > 10_000 and "| phm_n4 | 1 |" in capsys.readouterr().out

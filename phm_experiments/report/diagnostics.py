@@ -12,7 +12,7 @@ import argparse
 import statistics
 from pathlib import Path
 
-from .aggregate import Entry, load_results, row_order
+from .aggregate import Entry, ReportError, load_results, row_order
 
 KINDS = ("rule", "factor", "dense", "bias", "norm", "embedding", "gate")
 SHOWN = ("rule", "factor", "dense", "embedding")  # the kinds plotted: the maps, and the embeddings beside them
@@ -150,16 +150,54 @@ def main(argv=None):
     parser.add_argument("runs", type=Path, help="a folder of runs, as phm-collect reads")
     parser.add_argument("--rows", nargs="+", help="only these rows (configs), e.g. transformer phm_n4")
     parser.add_argument("--seeds", nargs="+", type=int, help="only these seeds' runs, e.g. 1")
-    parser.add_argument("--out", type=Path, required=True, help="the plot (.png)")
+    parser.add_argument("--out", type=Path, required=True, help="the plot (.png; its folder is made)")
     args = parser.parse_args(argv)
-    entries = [
-        e
-        for e in load_results(args.runs)
-        if (not args.rows or e.row in args.rows) and (not args.seeds or e.result.seed in args.seeds)
-    ]
+    # checked before the work: a plot that cannot be written would fail only at the end
+    check_out(parser, args.out)
+    try:
+        entries = load_results(args.runs)
+    except ReportError as error:
+        parser.exit(1, f"error: {error}\n")
+    entries = select(parser, entries, args)
     if not plot_parameter_statistics(entries, args.out):
-        parser.exit(1, f"no run below {args.runs} logged parameter statistics\n")
+        chosen = " of the chosen rows and seeds" if args.rows or args.seeds else ""
+        parser.exit(1, f"no run{chosen} below {args.runs} logged parameter statistics (--log-parameter-stats)\n")
     print(markdown(diagnostics(entries)))
+
+
+def check_out(parser, out: Path) -> None:
+    """--out: a file that can be written where it says, or an error before any work."""
+    from matplotlib.backend_bases import FigureCanvasBase
+
+    formats = FigureCanvasBase.get_supported_filetypes()
+    if out.suffix and out.suffix[1:].lower() not in formats:
+        parser.error(f"--out {out}: matplotlib cannot write {out.suffix} files; use one of .{', .'.join(formats)}")
+    if out.is_dir():
+        parser.error(f"--out {out} is a folder: give the plot's file, e.g. {out / 'parameter_stats.png'}")
+    for parent in (out.parent, *out.parent.parents):
+        if parent.exists() and not parent.is_dir():
+            parser.error(f"--out {out}: {parent} is a file, not a folder")
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        parser.error(f"--out {out}: cannot make its folder: {error}")
+
+
+def select(parser, entries: list[Entry], args) -> list[Entry]:
+    """The entries of --rows and --seeds; a row or a seed that no run has is an error naming those there are."""
+    rows = sorted({e.row for e in entries if e.is_best}, key=row_order)
+    missing = [row for row in args.rows or () if row not in rows]
+    if missing:
+        parser.error(f"--rows {' '.join(missing)}: no such row below {args.runs}; its rows: {', '.join(rows)}")
+    entries = [e for e in entries if not args.rows or e.row in args.rows]
+    seeds = sorted({e.result.seed for e in entries})
+    missing = [seed for seed in args.seeds or () if seed not in seeds]
+    if missing:
+        which = f"the runs of {', '.join(args.rows)}" if args.rows else f"the runs below {args.runs}"
+        parser.error(
+            f"--seeds {' '.join(map(str, missing))}: no such run; {which} have seeds {', '.join(map(str, seeds))}"
+        )
+    return [e for e in entries if not args.seeds or e.result.seed in args.seeds]
 
 
 if __name__ == "__main__":
