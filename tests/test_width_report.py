@@ -60,3 +60,52 @@ def test_runs_that_do_not_match_the_widths_are_refused(tmp_path, capsys, args, m
         main(["--out", str(tmp_path / "w"), "--hidden", "128", "256", *args, "--series", "x", "a", "b"])
     assert exit.value.code == 2 and message in capsys.readouterr().err
     assert not (tmp_path / "w.md").exists()
+
+
+def test_accuracy_runs_are_labelled_by_their_metric_not_as_bleu(tmp_path, monkeypatch):
+    from matplotlib.figure import Figure
+
+    labels, save = [], Figure.savefig
+
+    def savefig(figure, *args, **kwargs):  # the plot's score axis, as drawn
+        labels.append(figure.axes[0].get_ylabel())
+        return save(figure, *args, **kwargs)
+
+    monkeypatch.setattr(Figure, "savefig", savefig)
+    twin, phm = "converged/sva/transformer", "converged/sva/phm_n4"
+    main(["--out", str(tmp_path / "w"), "--hidden", "128", "--dense", twin, "--series", "PHM n=4", phm])
+    text = (tmp_path / "w.md").read_text()
+    assert "Accuracy on the test set" in text and "chosen on validation accuracy" in text and "BLEU" not in text
+    assert json.loads((tmp_path / "w.json").read_text())["metric"] == "accuracy"
+    assert labels == ["accuracy minus the dense twin's"]
+
+
+def test_runs_of_different_metrics_are_refused(tmp_path, capsys):
+    args = ["--out", str(tmp_path / "w"), "--hidden", "128", "--dense", "converged/multi30k/transformer"]
+    with pytest.raises(SystemExit) as exit:
+        main([*args, "--series", "x", "converged/sva/phm_n4"])
+    assert (
+        exit.value.code == 2 and "the runs are scored by accuracy and bleu, not one metric" in capsys.readouterr().err
+    )
+    assert not list(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--hidden", "-1"], "--hidden -1: the widths are sizes above 0, each given once"),
+        (["--hidden", "0"], "--hidden 0: the widths are sizes above 0"),
+        (["--hidden", "128", "128"], "--hidden 128 128: the widths are sizes above 0, each given once"),
+        (["--hidden", "128", "--series", "x", "a"], "--series x: a label given twice"),
+        (["--hidden", "128", "--out", "FILE/w"], "is a file, not a folder"),
+    ],
+)
+def test_arguments_are_checked_before_anything_is_written(tmp_path, capsys, args, message):
+    # --hidden -1 wrote OUT.md and OUT.json, then failed while plotting on its log scale
+    (tmp_path / "FILE").write_text("")
+    args = [str(tmp_path / "FILE/w") if a == "FILE/w" else a for a in args]
+    twin = "converged/multi30k/transformer"
+    with pytest.raises(SystemExit) as exit:
+        main(["--out", str(tmp_path / "w"), "--dense", twin, "--series", "x", twin, *args])
+    assert exit.value.code == 2 and message in capsys.readouterr().err
+    assert [path.name for path in tmp_path.iterdir()] == ["FILE"]

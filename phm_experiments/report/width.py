@@ -39,6 +39,7 @@ def figures(rows_of, runs_dir: Path, name: str) -> dict | None:
         "best_std": best.score_std,
         "best_valid": best.best_valid,
         "params_no_emb": best.params_no_emb,
+        "metric": best.metric,
     }
     average = next((row for key, row in rows.items() if key.startswith(f"{folder.name}@avg")), None)
     if average is not None and average.seeds == best.seeds:
@@ -67,7 +68,17 @@ def gaps(runs_dir: Path, hidden: list[int], dense: list[str], series: dict[str, 
                     point["gap_last"] = round(point["last"] - twin["last"], 2)
             points.append(point)
         table[label] = points
-    return {"hidden": hidden, "dense": twins, "series": table}
+    points = [p for p in (*twins, *(p for points in table.values() for p in points)) if p is not None]
+    metrics = {p["metric"] for p in points}
+    if len(metrics) > 1:  # a gap between a BLEU and an accuracy means nothing
+        runs = "; ".join(f"{p['run']}: {p['metric']}" for p in points)
+        raise ReportError(f"the runs are scored by {' and '.join(sorted(metrics))}, not one metric: {runs}")
+    return {"hidden": hidden, "metric": metrics.pop(), "dense": twins, "series": table}
+
+
+def metric_name(result: dict) -> str:
+    """The score as the report names it: BLEU, accuracy."""
+    return {"bleu": "BLEU"}.get(result["metric"], result["metric"])
 
 
 def markdown(title: str, result: dict, command: str) -> str:
@@ -80,10 +91,12 @@ def markdown(title: str, result: dict, command: str) -> str:
     def gap(point, key):
         return "" if point is None or point.get(key) is None else f"{point[key]:+.2f}"
 
+    name = metric_name(result)
     lines = [
         f"# {title}",
         "",
-        "BLEU on the test set (mean ± standard deviation over seeds), chosen on validation BLEU; the gap is the "
+        f"{name[0].upper()}{name[1:]} on the test set (mean ± standard deviation over seeds), chosen on validation "
+        f"{name}; the gap is the "
         "model's score minus its dense twin's at the same width, for the best checkpoint and for the average of "
         "the last checkpoints.",
         "",
@@ -127,7 +140,7 @@ def plot(result: dict, path: Path, title: str) -> None:
         ax.set_xlabel("hidden size")
         ax.set_title(name)
         ax.grid(alpha=0.3)
-    axes[0].set_ylabel("BLEU minus the dense twin's")
+    axes[0].set_ylabel(f"{metric_name(result)} minus the dense twin's")
     axes[1].legend(fontsize=8)
     fig.suptitle(title, fontsize=10)
     fig.tight_layout()
@@ -144,6 +157,16 @@ def main(argv=None):
     parser.add_argument("--title", default="The gap to the dense twin against the width")
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args(argv)
+    # checked before the work: the files are written before the plot, which needs widths above 0
+    if any(width <= 0 for width in args.hidden) or len(set(args.hidden)) < len(args.hidden):
+        parser.error(f"--hidden {' '.join(map(str, args.hidden))}: the widths are sizes above 0, each given once")
+    labels = [label for label, *_ in args.series]
+    if len(set(labels)) < len(labels):
+        twice = sorted({label for label in labels if labels.count(label) > 1})
+        parser.error(f"--series {', '.join(twice)}: a label given twice; give each series its own")
+    for parent in args.out.parents:
+        if parent.exists() and not parent.is_dir():
+            parser.error(f"--out {args.out}: {parent} is a file, not a folder")
     series = {label: names for label, *names in args.series}
     try:
         result = gaps(args.runs_dir, args.hidden, args.dense, series)
