@@ -17,28 +17,13 @@ import torch
 import torch.utils.benchmark as benchmark
 
 from phm_experiments import provenance
+from phm_experiments.data import multi30k_sample  # noqa: F401  (the benchmarks' small corpus)
 
 RESULTS = Path(__file__).resolve().parent / "results"
 REPO = Path(__file__).resolve().parent.parent
 
 # importing fairseq sets the root logger to DEBUG (its text_to_speech tasks call basicConfig)
 logging.getLogger("matplotlib").setLevel(logging.WARNING)
-
-
-def multi30k_sample(folder: Path, train: int = 2000, valid: int = 100, test: int = 100) -> Path:
-    """The first ``train``, ``valid`` and ``test`` pairs of the bundled Multi30k en-de, written to
-    ``folder`` in its official layout (train/val/test_2016_flickr .en/.de .gz), for data-prep/multi30k.sh
-    --src-dir: the small real corpus the tests and quick benchmarks train on."""
-    import gzip
-
-    folder.mkdir(parents=True, exist_ok=True)
-    for name, size in (("train", train), ("val", valid), ("test_2016_flickr", test)):
-        for lang in ("en", "de"):
-            with gzip.open(REPO / "data" / "multi30k" / f"{name}.{lang}.gz", "rt", encoding="utf-8") as f:
-                lines = f.read().splitlines()[:size]
-            with gzip.open(folder / f"{name}.{lang}.gz", "wt", encoding="utf-8") as f:
-                f.write("\n".join(lines) + "\n")
-    return folder
 
 
 def prepare_multi30k(data: str) -> None:

@@ -6,6 +6,8 @@ from pathlib import Path
 from . import commands
 from .run_folder import LOCK, RunError, exclusive
 
+REPO = Path(__file__).resolve().parent.parent
+
 
 def is_prepared(data: Path) -> bool:
     """data-prep scripts write prep.json last; data binarized by hand has its dictionaries."""
@@ -37,3 +39,19 @@ def prepare(run) -> str | None:
         run.say(f"preparing {run.config.data}")
         commands.run_shell(command, run.folder.log("prepare"))
     return command
+
+
+def multi30k_sample(folder: Path, train: int = 2000, valid: int = 100, test: int = 100) -> Path:
+    """The first ``train``, ``valid`` and ``test`` pairs of the bundled Multi30k en-de, written to
+    ``folder`` in its official layout (train/val/test_2016_flickr .en/.de .gz), for data-prep/multi30k.sh
+    --src-dir: the small real corpus the tests and quick benchmarks train on."""
+    import gzip
+
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, size in (("train", train), ("val", valid), ("test_2016_flickr", test)):
+        for lang in ("en", "de"):
+            with gzip.open(REPO / "data" / "multi30k" / f"{name}.{lang}.gz", "rt", encoding="utf-8") as f:
+                lines = f.read().splitlines()[:size]
+            with gzip.open(folder / f"{name}.{lang}.gz", "wt", encoding="utf-8") as f:
+                f.write("\n".join(lines) + "\n")
+    return folder

@@ -344,7 +344,7 @@ def copy_task(run_tmp_path) -> Path:
 def multi30k_bpe(run_tmp_path) -> Path:
     """2,000 Multi30k en-de training pairs (100 valid, 100 test) through data-prep/multi30k.sh:
     sacremoses tokenization and 1,000 subword-nmt merges, as for a real model."""
-    from benchmarks.common import multi30k_sample
+    from phm_experiments.data import multi30k_sample
 
     def make(root):
         multi30k_sample(root / "src")

@@ -1,0 +1,106 @@
+"""Pinned kernels (phm_experiments/kernels.py): every command phm-run starts has them, records say so,
+and this CPU trains the committed reference's bits (phm_experiments/reproducibility.py)."""
+
+import pytest
+
+from phm_experiments import commands, kernels, provenance, reproducibility
+from phm_experiments.reproducibility import compare, first_difference, machine
+
+
+def test_pins_fill_what_the_environment_leaves_unset_and_keep_what_it_sets():
+    pins = kernels.pinned_environment(3, environ={"MKL_CBWR": "COMPATIBLE", "PATH": "/bin"})
+    assert pins == {
+        "ATEN_CPU_CAPABILITY": "avx2",
+        "MKL_CBWR": "COMPATIBLE",
+        "ONEDNN_MAX_CPU_ISA": "AVX2",
+        "PHM_DETERMINISTIC_ALGORITHMS": "1",
+        "OMP_NUM_THREADS": "3",
+        "MKL_NUM_THREADS": "3",
+    }
+    assert kernels.kernel_environment({**pins, "PATH": "/bin", "HOME": "/root"}) == pins
+
+
+def test_phm_runs_commands_run_pinned_at_its_thread_count_unless_told_native(monkeypatch):
+    import torch
+
+    for name in (*kernels.PINNED, *kernels.THREAD_VARIABLES):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setattr(torch, "get_num_threads", lambda: 2)
+    pinned = commands.environment()
+    assert {name: pinned[name] for name in ("ATEN_CPU_CAPABILITY", "MKL_CBWR", "OMP_NUM_THREADS")} == {
+        "ATEN_CPU_CAPABILITY": "avx2",
+        "MKL_CBWR": "AVX2,STRICT",
+        "OMP_NUM_THREADS": "2",
+    }
+    assert provenance.environment()["kernels"] == kernels.kernel_environment(pinned)
+    monkeypatch.setattr(commands, "PIN_KERNELS", False)
+    assert not set(kernels.PINNED) & set(commands.environment())
+    assert provenance.environment()["kernels"] == {}
+
+
+def test_a_record_of_an_uncommitted_tree_keeps_its_diff(monkeypatch):
+    monkeypatch.setattr(provenance, "git_commit", lambda: "abc1234+uncommitted")
+    monkeypatch.setattr(provenance, "git_diff", lambda: "--- a/x\n+++ b/x\n")
+    assert provenance.environment()["git_diff"] == "--- a/x\n+++ b/x\n"
+    monkeypatch.setattr(provenance, "git_commit", lambda: "abc1234")
+    assert provenance.environment()["git_diff"] is None
+
+
+def trail(updates=5, loss_at=None, parameters_at=None):
+    return [
+        {
+            "loss": (2.0 + (update == loss_at)).hex(),
+            "parameters": f"{update}" + "x" * (update in (loss_at, parameters_at)),
+        }
+        for update in range(1, updates + 1)
+    ]
+
+
+def test_a_differing_trail_is_told_by_its_first_update_and_what_differed_there():
+    reference = {"phm_n4": trail(), "transformer": trail()}
+    assert first_difference({"phm_n4": trail(), "transformer": trail()}, reference) is None
+    said = first_difference({"phm_n4": trail(), "transformer": trail(loss_at=4, parameters_at=2)}, reference)
+    assert said.startswith("transformer differs from update 2 of 5: the loss is the same, the parameters differ")
+    said = first_difference({"phm_n4": trail(loss_at=3), "transformer": trail()}, reference)
+    assert said.startswith("phm_n4 differs from update 3 of 5: the loss already differs (loss 3.0 against 2.0)")
+
+
+def test_trails_compare_only_on_the_same_data_and_pins():
+    entry = {"machines": ["A"], "data_sha256": "d", "kernels": {"MKL_CBWR": "AVX2,STRICT"}, "trails": {"m": trail()}}
+    assert compare(entry, [entry]) == [(["A"], None)]
+    other_data = {**entry, "machines": ["B"], "data_sha256": "e"}
+    other_pins = {**entry, "machines": ["C"], "kernels": {"MKL_CBWR": "COMPATIBLE"}}
+    (_, data_why), (_, pins_why) = compare(entry, [other_data, other_pins])
+    assert "other training data" in data_why
+    assert "other pins" in pins_why and "COMPATIBLE" in pins_why
+
+
+def test_a_cpu_is_named_by_its_model_and_instruction_sets():
+    assert machine().endswith(("(AVX2)", "(AVX-512)", "(AVX-512, AMX)", "(no AVX2)", "(AVX2, AMX)"))
+
+
+def test_the_committed_reference_was_made_from_a_clean_tree():
+    references = reproducibility.read_reference()
+    assert references, f"no reference at {reproducibility.REFERENCE}"
+    for entry in references:
+        assert not entry["git_commit"].endswith("+uncommitted") and entry["git_commit"] != "unknown", entry["machines"]
+        assert set(entry["trails"]) == set(reproducibility.MODELS)
+        assert all(len(trail) == reproducibility.UPDATES for trail in entry["trails"].values())
+
+
+def test_this_cpu_trains_the_references_bits(multi30k_bpe):
+    """The reference's CPUs must reproduce their own entry; any other CPU must reproduce one entry, or
+    is reported (xfail) with the first update where it differs until its own trail is added."""
+    references = reproducibility.read_reference()
+    entry = reproducibility.measure(multi30k_bpe)
+    results = compare(entry, references)
+    report = "; ".join(f"against {' / '.join(machines)}: {why or 'same bits'}" for machines, why in results)
+    own = [why for machines, why in results if machine() in machines]
+    if own:
+        assert own[0] is None, f"{machine()} made or reproduced this reference before, and now: {report}"
+    elif all(why is not None for _, why in results):
+        pytest.xfail(
+            f"{machine()} is not in {reproducibility.REFERENCE.name} and does not reproduce it: {report}. "
+            "`python -m phm_experiments.reproducibility add` records its trails; records made on it then "
+            "compare with the reference's CPUs only in pairs (docs/reproducibility.md)"
+        )
