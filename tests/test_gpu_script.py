@@ -109,6 +109,60 @@ def test_a_part_past_its_cap_is_stopped_with_what_it_started_and_the_next_part_r
     assert parts["quality"]["status"] == "ok"
 
 
+# run.py's main() with one part's command replaced by a shell whose child would outlive it (both write
+# their ids to PIDS): training as Run.run() waits for it, data in a thread beside the main one, quality
+# as phm-run's runs side by side
+STOPPABLE = """
+import importlib.util, pathlib, sys
+spec = importlib.util.spec_from_file_location("gpu_run", sys.argv[1])
+driver = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(driver)
+part, out, pids = sys.argv[2], sys.argv[3], pathlib.Path(sys.argv[4])
+script = ["bash", "-c", f"sleep 300 & echo $$ $! > {pids}.partial && mv {pids}.partial {pids}; wait"]
+if part == "quality":
+    driver.quality_command = lambda python, config, runs_dir: script
+else:
+    setattr(driver.Run, {"training": "training", "data": "prepare_data"}[part],
+            lambda self, deadline: self.run(script, self.log(part), deadline))
+sys.argv = ["run.py", "--mode", "cpu-dry-run", "--out", out, "--work", out + "/work", "--parts", part]
+sys.exit(driver.main())
+"""
+
+
+@pytest.mark.parametrize("part, signum", [("training", 15), ("data", 15), ("quality", 15), ("training", 2)])
+def test_sigterm_or_ctrl_c_stops_the_running_parts_processes_and_the_report_says_stopped(part, signum, tmp_path):
+    out, pids = tmp_path / "out", tmp_path / "pids"
+    command = [sys.executable, "-c", STOPPABLE, str(GPU / "run.py"), part, str(out), str(pids)]
+    driver = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+    def started():  # the child, and the part reported running (quality: with its runs' rows)
+        if not pids.exists() or not (out / "report.json").exists():
+            return False
+        reported = json.loads((out / "report.json").read_text())["parts"][part]
+        return reported["status"] == "running" and (part != "quality" or "runs" in reported)
+
+    deadline = time.time() + 60
+    while not started() and driver.poll() is None and time.time() < deadline:
+        time.sleep(0.05)
+    assert started(), driver.communicate(timeout=60)[0] if driver.poll() is not None else "not started in 60 s"
+    shell, child = map(int, pids.read_text().split())
+    driver.send_signal(signum)  # SIGTERM, as `timeout` sends it, or Ctrl-C's SIGINT
+    output = driver.communicate(timeout=60)[0]
+    assert driver.returncode == (128 + 15 if signum == 15 else -2), output  # Python ends itself by SIGINT
+    deadline = time.time() + 10  # killed, the sleep may take a moment to end after its shell
+    while (running(shell) or running(child)) and time.time() < deadline:
+        time.sleep(0.05)
+    survivors = [pid for pid in (shell, child) if running(pid)]
+    for pid in survivors:
+        os.kill(pid, 9)
+    assert not survivors, f"{part}: still running after run.py ended"
+    report = json.loads((out / "report.json").read_text())
+    assert report["parts"][part]["status"] == "stopped" and "SIGTERM or Ctrl-C" in report["parts"][part]["error"]
+    if part == "quality":
+        assert [row["status"] for row in report["parts"]["quality"]["runs"]] == ["stopped"]
+    assert f"| {part} | stopped |" in (out / "report.md").read_text()
+
+
 FAKE_PHM_RUN = """
 import json, pathlib, sys
 config = pathlib.Path(sys.argv[1])

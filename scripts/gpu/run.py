@@ -103,6 +103,7 @@ TINY_TRAIN = {
 }
 SLICE = {"train": 1000, "val": 50, "test_2016_flickr": 50}
 MIN_PART_SECONDS = 5  # a part with less time than this left in the run's budget is skipped
+STOPPED = "the command was stopped (SIGTERM or Ctrl-C): its processes too"
 
 
 class TimedOut(Exception):
@@ -152,6 +153,8 @@ class Run:
         self.site = work / "site"  # the installed wheels (GPU)
         self.data = work / "data-bin" / "multi30k.en-de"
         self.children = set()  # running process groups, stopped on exit
+        self.children_lock = threading.Lock()
+        self.stopping = False  # stop_all() was called: no process starts, a part that ends is "stopped"
         self.report = Report(out, mode.name)
         self.report.data.update(
             issue=41,
@@ -177,14 +180,16 @@ class Run:
     # --- processes ------------------------------------------------------------------------------
 
     def start(self, command: list, log: Path, env=None) -> subprocess.Popen:
-        with open(log, "a", encoding="utf-8") as file:
+        with open(log, "a", encoding="utf-8") as file, self.children_lock:
+            if self.stopping:
+                raise RuntimeError(STOPPED)
             file.write(f"\n[{now()}] $ {shlex.join(map(str, command))}\n")
             file.flush()
             process = subprocess.Popen(
                 [str(c) for c in command], cwd=REPO, env=env or self.env, stdout=file, stderr=subprocess.STDOUT,
                 start_new_session=True,
             )  # fmt: skip
-        self.children.add(process)
+            self.children.add(process)
         return process
 
     def wait(self, process: subprocess.Popen, deadline: float, poll=None) -> int:
@@ -203,13 +208,17 @@ class Run:
         finally:
             if poll:
                 poll()
-            self.children.discard(process)
+            if process.returncode is not None:  # not when SIGTERM or Ctrl-C ends the wait: stop_all() stops it
+                self.children.discard(process)
 
     def run(self, command: list, log: Path, deadline: float, env=None, poll=None) -> int:
         return self.wait(self.start(command, log, env), deadline, poll)
 
     def stop_all(self) -> None:
-        for process in list(self.children):
+        with self.children_lock:
+            self.stopping = True
+            processes = list(self.children)
+        for process in processes:
             stop(process)
 
     def log(self, part: str) -> Path:
@@ -247,6 +256,8 @@ class Run:
             status, error, details = "skipped", str(why), {}
         except Exception as error_:  # a part's failure is reported; the next part runs
             status, error, details = "failed", f"{type(error_).__name__}: {error_}", {}
+        if self.stopping:  # data or cuda_tests, beside the main thread that SIGTERM or Ctrl-C ended
+            status, error = "stopped", STOPPED
         self.report.update(name, status=status, error=error, seconds=round(time.time() - start, 1), **details)
         return status == "ok"
 
@@ -787,8 +798,10 @@ def main():
     (args.out / "artifacts.tar").unlink(missing_ok=True)
     folders = args.out.resolve(), args.work.resolve(), args.wheels.resolve()
     run = Run(mode, args.python, *folders, args.started, args.parts, args.command)
-    # the command's own end (a time limit, Ctrl-C) stops every part's processes; the report stays as it is
+    # the command's own end (a time limit's SIGTERM, Ctrl-C) stops every part's processes, and the parts
+    # that were running (or not yet started) are reported "stopped"
     signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
+    setup = []
     try:
         caps = mode.caps
         run.part("install", caps["install"], run.install)
@@ -804,7 +817,16 @@ def main():
         run.part("benchmarks", caps["benchmarks"], run.benchmarks, needs=["install", "data"])
         run.part("quality", run.deadline - time.time(), run.quality, needs=["install", "data"])
     finally:
+        for sig in (signal.SIGINT, signal.SIGTERM):  # a second one would leave processes running
+            signal.signal(sig, signal.SIG_IGN)
         run.stop_all()
+        for thread in setup:
+            if thread.is_alive():
+                thread.join()
+        for name, part in run.report.data["parts"].items():
+            if part["status"] in ("pending", "running"):
+                runs = [{**r, "status": "stopped"} if r.get("status") == "running" else r for r in part.get("runs", [])]
+                run.report.update(name, status="stopped", error=STOPPED, **({"runs": runs} if runs else {}))
         done = [name for name, p in run.report.data["parts"].items() if p["status"] == "ok"]
         run.report.update(finished=now(), parts_ok=done)
     asked = [name for name in PARTS if name in args.parts]
