@@ -5,6 +5,7 @@ import importlib.util
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tarfile
@@ -210,6 +211,55 @@ def test_a_wrong_cap_or_quality_run_is_refused_before_anything_runs(argv, messag
     result = subprocess.run(command, capture_output=True, text=True, timeout=120)
     assert result.returncode == 2 and message in result.stderr, result.stderr
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--budget", "0"], "'0': the run's time in seconds, a number above 0, e.g. 510"),
+        (["--budget", "-60"], "'-60': the run's time in seconds, a number above 0"),
+        (["--budget", "nan"], "'nan': the run's time in seconds, a number above 0"),
+        (["--cap", "training=-5"], "'training=-5': SECONDS is a number of at least 5 (no part starts with less)"),
+        (["--cap", "data=nan"], "'data=nan': SECONDS is a number of at least 5"),
+        (["--cap", "benchmarks=0"], "to leave the part out, leave it out of --parts"),
+        (["--quality", "multi30k_base/phm_n4", "multi30k_base/transformer", "multi30k_base/phm_n4"],
+         "--quality: multi30k_base/phm_n4 is named twice (each run has one folder): name each run once"),
+    ],
+)  # fmt: skip
+def test_a_budget_or_cap_that_cannot_time_a_run_or_a_quality_run_named_twice_is_refused(driver, argv, message, capsys):
+    with pytest.raises(SystemExit) as exit_:
+        driver.parse_args(["--out", "o", "--work", "w", *argv])
+    assert exit_.value.code == 2 and message in capsys.readouterr().err
+
+
+def test_an_out_or_work_folder_that_is_a_file_is_refused_with_a_message(tmp_path):
+    file = tmp_path / "a-file"
+    file.write_text("")
+    for variable, message in (("OUT", "OUT (--out): "), ("PHM_GPU_WORK", "PHM_GPU_WORK (--work): ")):
+        env = {**os.environ, "OUT": str(tmp_path / "out"), "PHM_GPU_WORK": str(tmp_path / "work"), variable: str(file)}
+        result = subprocess.run(["bash", str(GPU / "run.sh"), "--cpu-dry-run", "--parts", "quality"], env=env,
+                                capture_output=True, text=True, timeout=120)  # fmt: skip
+        assert result.returncode == 2 and f"{message}{file} is a file, not a folder" in result.stderr, result.stderr
+        env[variable] = str(file / "below")  # a file on the way
+        result = subprocess.run(["bash", str(GPU / "run.sh"), "--cpu-dry-run", "--parts", "quality"], env=env,
+                                capture_output=True, text=True, timeout=120)  # fmt: skip
+        assert result.returncode == 1 and f"{variable}: cannot make the folder {file}/below" in result.stderr
+        assert "Traceback" not in result.stderr, result.stderr
+
+
+def test_a_relative_out_and_work_folder_are_taken_from_where_the_command_is_typed(tmp_path):
+    out, work = f"gpu-out-{tmp_path.name}", f"gpu-work-{tmp_path.name}"  # names the repository has not
+    env = {**os.environ, "OUT": out, "PHM_GPU_WORK": work}
+    try:  # a budget of 1 s: quality is skipped at once, after the report is written
+        result = subprocess.run(["bash", str(GPU / "run.sh"), "--cpu-dry-run", "--parts", "quality", "--budget", "1"],
+                                cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)  # fmt: skip
+        in_repository = [name for name in (out, work) if (REPO / name).exists()]
+    finally:
+        for name in (out, work):
+            shutil.rmtree(REPO / name, ignore_errors=True)
+    assert not in_repository, result.stderr
+    report = json.loads((tmp_path / out / "report.json").read_text())
+    assert report["parts"]["quality"]["status"] == "skipped" and (tmp_path / work).is_dir()
 
 
 def test_budget_caps_and_quality_runs_given_on_the_command_line_are_the_runs(driver):

@@ -19,6 +19,7 @@ import dataclasses
 import datetime
 import importlib.util
 import json
+import math
 import os
 import platform
 import re
@@ -752,9 +753,26 @@ def part_cap(text: str) -> tuple:
     if part not in capped:
         raise argparse.ArgumentTypeError(f"'{text}': PART is one of {', '.join(capped)} (quality takes what is left)")
     try:
-        return part, float(seconds)
+        seconds = float(seconds)
     except ValueError:
         raise argparse.ArgumentTypeError(f"'{text}': SECONDS is a number, e.g. {part}=240") from None
+    if not math.isfinite(seconds) or seconds < MIN_PART_SECONDS:
+        raise argparse.ArgumentTypeError(
+            f"'{text}': SECONDS is a number of at least {MIN_PART_SECONDS} (no part starts with less), e.g. "
+            f"{part}=240; to leave the part out, leave it out of --parts"
+        )
+    return part, seconds
+
+
+def budget(text: str) -> float:
+    """--budget's SECONDS."""
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = math.nan
+    if not math.isfinite(seconds) or seconds <= 0:
+        raise argparse.ArgumentTypeError(f"'{text}': the run's time in seconds, a number above 0, e.g. 510")
+    return seconds
 
 
 def parse_args(argv=None):
@@ -767,7 +785,7 @@ def parse_args(argv=None):
     parser.add_argument("--started", type=float, default=time.time(), help="UNIX time the command started")
     parser.add_argument("--parts", nargs="+", choices=PARTS, default=list(PARTS), help="run only these parts")
     parser.add_argument("--command", default="scripts/gpu/run.sh", help="the command as typed, for the report")
-    parser.add_argument("--budget", type=float, help="seconds the whole run may take (default: 470 on the GPU)")
+    parser.add_argument("--budget", type=budget, help="seconds the whole run may take (default: 470 on the GPU)")
     parser.add_argument("--cap", type=part_cap, action="append", default=[], metavar="PART=SECONDS",
                         help="another time cap for a part, e.g. training=240 (quality takes what is left)")  # fmt: skip
     parser.add_argument("--quality", nargs="+", metavar="FOLDER/NAME", help="the configs/gpu runs of the quality "
@@ -776,6 +794,14 @@ def parse_args(argv=None):
     unknown = [name for name in args.quality or [] if not (REPO / "configs" / "gpu" / f"{name}.yaml").is_file()]
     if unknown:
         parser.error(f"--quality: no configs/gpu/{unknown[0]}.yaml (give FOLDER/NAME of a file in configs/gpu)")
+    twice = [name for i, name in enumerate(args.quality or []) if name in args.quality[:i]]
+    if twice:
+        parser.error(f"--quality: {twice[0]} is named twice (each run has one folder): name each run once")
+    for variable, flag, folder in (("OUT", "--out", args.out), ("PHM_GPU_WORK", "--work", args.work)):
+        if folder.exists() and not folder.is_dir():
+            parser.error(
+                f"{variable} ({flag}): {folder} is a file, not a folder: name a folder (it is made if missing)"
+            )
     return args
 
 
@@ -784,7 +810,7 @@ def settings(args) -> Mode:
     mode = GPU if args.mode == "gpu" else DRY_RUN
     return dataclasses.replace(
         mode,
-        budget_s=args.budget or mode.budget_s,
+        budget_s=mode.budget_s if args.budget is None else args.budget,
         caps={**mode.caps, **dict(args.cap)},
         quality_configs=tuple(args.quality or mode.quality_configs),
     )
@@ -793,8 +819,11 @@ def settings(args) -> Mode:
 def main():
     args = parse_args()
     mode = settings(args)
-    args.out.mkdir(parents=True, exist_ok=True)
-    args.work.mkdir(parents=True, exist_ok=True)
+    for variable, folder in (("OUT", args.out), ("PHM_GPU_WORK", args.work)):
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+        except OSError as error:  # a file on its path, no permission
+            sys.exit(f"run.py: {variable}: cannot make the folder {folder}: {error.strerror}: name another one")
     (args.out / "artifacts.tar").unlink(missing_ok=True)
     folders = args.out.resolve(), args.work.resolve(), args.wheels.resolve()
     run = Run(mode, args.python, *folders, args.started, args.parts, args.command)
