@@ -14,6 +14,9 @@ epoch, named <row>@<N>ep (its checkpoint at the end of epoch N). Writes
     OUT.csv   one line per row, every figure
     OUT.png   score against parameters without embeddings
     OUT.curves.png   learning curves (training and validation loss against updates)
+A row made from a record whose code cannot be traced (its commit is not in main's history, or it ran
+from uncommitted changes it did not store) is marked † in every table, and OUT.csv's column traced
+says so per seed; --traced-only leaves such runs out.
 """
 
 import argparse
@@ -28,6 +31,11 @@ def main(argv=None):
     parser.add_argument("runs", type=Path, help="a folder of runs (searched for result.json)")
     parser.add_argument("--out", required=True, help="output path without suffix")
     parser.add_argument("--title", help="the table's title (default: the folder's name)")
+    parser.add_argument(
+        "--traced-only",
+        action="store_true",
+        help="leave out the runs whose code cannot be traced to main's history (each named on stderr)",
+    )
     args = parser.parse_args(argv)
 
     from phm_experiments.report import ReportError, collect
@@ -42,7 +50,7 @@ def main(argv=None):
         if parent.exists() and not parent.is_dir():
             parser.error(f"--out {args.out}: {parent} is a file, not a folder")
     try:
-        collect(args.runs, args.out, args.title)
+        collect(args.runs, args.out, args.title, traced_only=args.traced_only)
     except (ReportError, ResultError) as error:
         parser.exit(1, f"phm-collect: error: {error}\n")
     print(Path(f"{args.out}.md").read_text(encoding="utf-8"))

@@ -24,16 +24,22 @@ evaluate.average_last a row <row>@avg<N> (the average of its last N epoch checkp
               norm against updates, and the validation BLEU; OUT.md then ends with the training
               diagnostics (diagnostics.py)
 
+Every table marks (†) a row made from a record whose code cannot be traced (trace.py: its commit is
+not in main's history, or it ran from uncommitted changes it did not store), and OUT.csv says so per
+seed (column traced); --traced-only leaves such runs out.
+
 aggregate.py reads the runs and averages their seeds into rows (Row: one config on one corpus),
 tables.py makes OUT.md and OUT.csv of the rows, plots.py the plots.
 """
 
+import sys
 from pathlib import Path
 
 from . import diagnostics
 from .aggregate import Entry, ReportError, Row, load_results, row_order, run_rows, scores_against_updates
 from .plots import plot_curves, plot_epochs, plot_scores
 from .tables import markdown, write_csv
+from .trace import TRACED
 
 __all__ = [
     "Entry",
@@ -48,14 +54,25 @@ __all__ = [
 ]
 
 
-def collect(root: Path, out: Path, title=None) -> list[Row]:
-    """Writes OUT.md, OUT.csv, OUT.png, OUT.curves.png (and OUT.epochs.png) from the runs below ``root``;
-    returns the rows."""
+def collect(root: Path, out: Path, title=None, traced_only=False) -> list[Row]:
+    """Writes OUT.md, OUT.csv, OUT.png, OUT.curves.png (and OUT.epochs.png) from the runs below ``root``
+    (``traced_only``: those whose code can be traced alone, each run left out named on stderr); returns the rows."""
     entries = load_results(root)
+    left_out = []
+    if traced_only:
+        for entry in entries:
+            run = str(entry.dir.relative_to(root))
+            if entry.trace.state != TRACED and run not in left_out:
+                left_out.append(run)
+                print(f"phm-collect: left out {run} (--traced-only): {entry.trace.why}", file=sys.stderr)
+        entries = [entry for entry in entries if entry.trace.state == TRACED]
+        if not entries:
+            raise ReportError(f"no run below {root} can be traced to its code (--traced-only)")
     rows = run_rows(entries)
     out.parent.mkdir(parents=True, exist_ok=True)
     section = diagnostics.markdown(diagnostics.diagnostics(entries))
-    Path(f"{out}.md").write_text(markdown(title or root.name, rows, entries) + (f"\n{section}" if section else ""))
+    text = markdown(title or root.name, rows, entries, left_out)
+    Path(f"{out}.md").write_text(text + (f"\n{section}" if section else ""))
     write_csv(rows, Path(f"{out}.csv"))
     plot_scores(rows, Path(f"{out}.png"))
     plot_curves(entries, Path(f"{out}.curves.png"))

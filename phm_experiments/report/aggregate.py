@@ -10,6 +10,7 @@ from typing import Optional
 
 from ..fingerprint import differences
 from ..results import Evaluation, Result
+from .trace import TRACED, UNKNOWN, UNTRACED, Trace, trace
 
 
 class ReportError(RuntimeError):
@@ -26,6 +27,7 @@ class Entry:
     row: str
     column: str
     dir: Path
+    trace: Trace  # whether the run's code can be traced (trace.py)
 
     @property
     def is_best(self) -> bool:
@@ -80,6 +82,12 @@ class Row:
     params_change: Optional[float] = None  # parameters without embeddings, %
     train_speed_vs_dense: Optional[float] = None
     eval_speed_vs_dense: Optional[float] = None
+    traced: str = ""  # each seed's record: "yes", "no" (its code cannot be traced: trace.py) or "unknown"
+
+    @property
+    def untraced(self) -> bool:
+        """Whether a seed's record cannot be traced to its code: the tables mark the row."""
+        return "no" in self.traced.split(" / ")
 
 
 def load_results(root: Path) -> list[Entry]:
@@ -89,6 +97,7 @@ def load_results(root: Path) -> list[Entry]:
     entries = []
     for file in sorted(root.rglob("result.json")):
         result = Result.read(file)
+        traced = trace(result.environment, file.parent)
         config_dir = file.parent.parent.relative_to(root)  # .../<config>/seed<S>/result.json
         column = str(config_dir.parent) if str(config_dir.parent) != "." else root.name
         for evaluation in result.evaluations:
@@ -97,7 +106,7 @@ def load_results(root: Path) -> list[Entry]:
                 row += f"@{evaluation.epoch}ep"
             elif evaluation.averaged:
                 row += f"@avg{len(evaluation.averaged)}"
-            entries.append(Entry(result, evaluation, row, column, file.parent))
+            entries.append(Entry(result, evaluation, row, column, file.parent, traced))
     if not entries:
         raise ReportError(f"no result.json under {root} (run `phm-run` first)")
     check_one_metric_and_task(root, entries)
@@ -301,7 +310,11 @@ def mean_of(column: str, name: str, runs: list[Entry]) -> Row:
         evaluate_commands=[e.command for e in evaluation],
         column=column,
         row=name,
+        traced=seeds_of(TRACED_CELL[entry.trace.state] for entry in runs),
     )
+
+
+TRACED_CELL = {TRACED: "yes", UNTRACED: "no", UNKNOWN: "unknown"}
 
 
 def seeds_of(values) -> Optional[str]:

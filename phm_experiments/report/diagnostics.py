@@ -13,6 +13,7 @@ import statistics
 from pathlib import Path
 
 from .aggregate import Entry, ReportError, load_results, row_order
+from .trace import FOOTNOTE, MARK, UNTRACED
 
 KINDS = ("rule", "factor", "dense", "bias", "norm", "embedding", "gate")
 SHOWN = ("rule", "factor", "dense", "embedding")  # the kinds plotted: the maps, and the embeddings beside them
@@ -55,6 +56,7 @@ def diagnostics(entries: list[Entry]) -> list[dict]:
                 "row": entry.row,
                 "column": entry.column,
                 "seed": entry.result.seed,
+                "untraced": entry.trace.state == UNTRACED,
                 "valid_move_mean": moves and moves[0],
                 "valid_move_max": moves and moves[1],
                 **{f"update_{kind}": value for kind, value in updates.items()},
@@ -88,11 +90,14 @@ def markdown(rows: list[dict]) -> str:
         "|" + "---|" * (4 + len(kinds) + ("rule" in kinds)),
     ]
     for row in rows:
-        cells = [row["row"], str(row["seed"]), fmt(row["valid_move_mean"], ".2f"), fmt(row["valid_move_max"], ".2f")]
+        name = f"{row['row']} {MARK}" if row["untraced"] else row["row"]
+        cells = [name, str(row["seed"]), fmt(row["valid_move_mean"], ".2f"), fmt(row["valid_move_max"], ".2f")]
         cells += [fmt(row[f"update_{kind}"], ".2e") for kind in kinds]
         if "rule" in kinds:
             cells.append(fmt(row["rule_over_factor"], ".2f"))
         lines.append("| " + " | ".join(cells) + " |")
+    if any(row["untraced"] for row in rows):
+        lines += ["", FOOTNOTE]
     return "\n".join(lines) + "\n"
 
 

@@ -5,6 +5,24 @@ import dataclasses
 from pathlib import Path
 
 from .aggregate import Entry, Row, row_order
+from .trace import FOOTNOTE, MARK, UNKNOWN
+
+
+def model_cell(row: Row) -> str:
+    """The row's name, marked where a seed's record cannot be traced to its code."""
+    return f"{row.row} {MARK}" if row.untraced else row.row
+
+
+def trace_notes(rows: list[Row], entries: list[Entry], left_out: list[str]) -> list[str]:
+    """What the mark means, where a row has it; where the records' commits could not be checked; the runs
+    that --traced-only left out."""
+    notes = [FOOTNOTE] if any(r.untraced for r in rows) else []
+    unchecked = sorted({e.trace.why for e in entries if e.trace.state == UNKNOWN})
+    if unchecked:
+        notes.append(f"Whether the runs' code can be traced is not known: {'; '.join(unchecked)}.")
+    if left_out:
+        notes.append(f"Left out (--traced-only), their code not traced: {', '.join(left_out)}.")
+    return ["", *notes] if notes else []
 
 
 def score_cell(row: Row) -> str:
@@ -32,7 +50,10 @@ def pivot(rows: list[Row], cell, paper=None) -> list[str]:
     """Models (rows) against corpora (columns): ``cell(row)`` each, the paper's figure ``paper(row)`` beside it."""
     columns = sorted({r.column for r in rows})
     names = sorted({r.row for r in rows}, key=row_order)
-    cells = {(r.row, r.column): _cell(cell(r), paper(r) if paper else None) for r in rows}
+    cells = {
+        (r.row, r.column): _cell(cell(r), paper(r) if paper else None) + (f" {MARK}" if r.untraced else "")
+        for r in rows
+    }
     lines = ["| model | " + " | ".join(columns) + " |", "|---|" + "---|" * len(columns)]
     lines += [f"| {name} | " + " | ".join(cells.get((name, c), "") for c in columns) + " |" for name in names]
     return lines
@@ -41,7 +62,7 @@ def pivot(rows: list[Row], cell, paper=None) -> list[str]:
 # the table of every configuration: a Row's field, or a cell made from the row
 RUN_COLUMNS = [
     ("column", "corpus"),
-    ("row", "model"),
+    (model_cell, "model"),
     ("params", "params"),
     ("params_no_emb", "w/o emb."),
     ("params_change", "vs dense %"),
@@ -66,9 +87,10 @@ def run_cell(row: Row, key) -> str:
     return _cell(key(row) if callable(key) else getattr(row, key))
 
 
-def markdown(title: str, rows: list[Row], entries: list[Entry]) -> str:
+def markdown(title: str, rows: list[Row], entries: list[Entry], left_out=()) -> str:
     """OUT.md: the rows as the paper's tables, then every configuration with its commands; the
-    versions and the machine from the first run's environment (of ``entries``)."""
+    versions and the machine from the first run's environment (of ``entries``); ``left_out``: the runs
+    that --traced-only left out."""
     metric = rows[0].metric
     has_paper = any(r.paper_score is not None for r in rows)
     several_seeds = any(r.score_std is not None for r in rows)
@@ -82,6 +104,7 @@ def markdown(title: str, rows: list[Row], entries: list[Entry]) -> str:
         "",
     ]
     lines += pivot(rows, score_cell, lambda r: r.paper_score)
+    lines += trace_notes(rows, entries, list(left_out))
     lines += [
         "",
         "Parameters without embeddings (change against the dense model of the same corpus, %)"
@@ -100,7 +123,7 @@ def markdown(title: str, rows: list[Row], entries: list[Entry]) -> str:
             "|---|---|---|---|",
         ]
         lines += [
-            f"| {r.row} | {r.column} | {_cell(r.s_per_100_updates, r.paper_s_per_100_updates)} | "
+            f"| {model_cell(r)} | {r.column} | {_cell(r.s_per_100_updates, r.paper_s_per_100_updates)} | "
             f"{_cell(r.inference_seconds, r.paper_inference_seconds)} |"
             for r in rows
         ]
@@ -115,7 +138,7 @@ def markdown(title: str, rows: list[Row], entries: list[Entry]) -> str:
             "|---|---|---|---|---|---|---|---|---|---|",
         ]
         lines += [
-            f"| {r.row} | {r.column} | {score_cell(r)} | {chrf_cell(r)} | {_cell(r.best_valid)} | "
+            f"| {model_cell(r)} | {r.column} | {score_cell(r)} | {chrf_cell(r)} | {_cell(r.best_valid)} | "
             f"{_cell(r.best_epochs)} | {_cell(r.last_epochs)} | {_cell(r.stopped_early)} | {r.updates:,} | "
             f"{_cell(r.train_hours)} |"
             for r in rows

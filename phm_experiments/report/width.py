@@ -21,6 +21,7 @@ from pathlib import Path
 
 from .aggregate import ReportError, load_results, run_rows
 from .plots import palette, pyplot
+from .trace import FOOTNOTE, MARK
 
 
 def figures(rows_of, runs_dir: Path, name: str) -> dict | None:
@@ -40,6 +41,7 @@ def figures(rows_of, runs_dir: Path, name: str) -> dict | None:
         "best_valid": best.best_valid,
         "params_no_emb": best.params_no_emb,
         "metric": best.metric,
+        "traced": best.traced,  # each seed's record: yes, no (its code cannot be traced) or unknown
     }
     average = next((row for key, row in rows.items() if key.startswith(f"{folder.name}@avg")), None)
     if average is not None and average.seeds == best.seeds:
@@ -91,6 +93,9 @@ def markdown(title: str, result: dict, command: str) -> str:
     def gap(point, key):
         return "" if point is None or point.get(key) is None else f"{point[key]:+.2f}"
 
+    def traced(point):
+        return point["traced"] + (f" {MARK}" if "no" in point["traced"].split(" / ") else "")
+
     name = metric_name(result)
     lines = [
         f"# {title}",
@@ -100,8 +105,9 @@ def markdown(title: str, result: dict, command: str) -> str:
         "model's score minus its dense twin's at the same width, for the best checkpoint and for the average of "
         "the last checkpoints.",
         "",
-        "| hidden | model | run | seeds | best valid | best | gap | last avg | gap | parameters without embeddings |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| hidden | model | run | seeds | best valid | best | gap | last avg | gap | parameters without embeddings "
+        "| traced |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for i, width in enumerate(result["hidden"]):
         rows = [("dense twin", result["dense"][i])] + [(label, points[i]) for label, points in result["series"].items()]
@@ -111,8 +117,11 @@ def markdown(title: str, result: dict, command: str) -> str:
             lines.append(
                 f"| {width} | {label} | {point['run']} | {point['seeds']} | {point['best_valid'] or ''} | "
                 f"{score(point, 'best')} | {gap(point, 'gap_best')} | {score(point, 'last')} | "
-                f"{gap(point, 'gap_last')} | {point['params_no_emb']:,} |"
+                f"{gap(point, 'gap_last')} | {point['params_no_emb']:,} | {traced(point)} |"
             )
+    points = [p for points in (result["dense"], *result["series"].values()) for p in points if p is not None]
+    if any("no" in point["traced"].split(" / ") for point in points):
+        lines += ["", f"traced: each seed's record; {FOOTNOTE}"]
     lines += ["", "Made by:", "", "```", command, "```", ""]
     return "\n".join(lines)
 
