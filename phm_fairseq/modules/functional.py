@@ -18,6 +18,19 @@ def kronecker_sum(A: Tensor, S: Tensor) -> Tensor:
     return torch.einsum("irc,ipq->rpcq", A, S).reshape(n * k, n * d)
 
 
+def factor_rms(factors: Tensor) -> Tensor:
+    """The RMS of each ``factors[i]``, a vector of ``len(factors)`` (computed in float32 at least; a small
+    epsilon keeps it and its gradient finite at zero, and an empty factor has the epsilon's root)."""
+    wide = factors.float() if factors.dtype in (torch.float16, torch.bfloat16) else factors
+    squares = wide.square().flatten(1).sum(1)
+    return torch.sqrt(squares / max(wide[0].numel(), 1) + 1e-12)
+
+
+def unit_rms(factors: Tensor) -> Tensor:
+    """Each ``factors[i]`` divided by its RMS (``factor_rms``)."""
+    return factors / factor_rms(factors).to(factors.dtype).view([-1] + [1] * (factors.dim() - 1))
+
+
 def kronecker_sum_linear(
     input: Tensor, A: Tensor, S: Union[Tensor, Tuple[Tensor, Tensor]], bias: Optional[Tensor] = None
 ) -> Tensor:

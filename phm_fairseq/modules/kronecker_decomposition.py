@@ -9,6 +9,9 @@ and ||W - H||_F^2 is the sum of the discarded sigma^2.
 With A fixed (an algebra's rule: quaternion, complex, octonion, ...) what is left is linear
 least squares in S; for an algebra rule every A_i is a signed permutation (one +-1 per block),
 so S_i is the mean of W's blocks, each signed as A_i says.
+
+A layer with an unshared term (H = sum_i A_i kron S_i + U V^T) is fitted greedily: the Kronecker
+sum as above, then U V^T as the rank-r truncated SVD of what it leaves, W - sum_i A_i kron S_i.
 """
 
 import math
@@ -103,7 +106,9 @@ def load_kronecker_factors(layer: PHMLinear, factors: KroneckerFactors, bias: Op
 
     A layer whose rule is frozen keeps its A: the factors must have been fitted to that rule. A
     layer of rank R (S_i = S_left_i @ S_right_i) gets each S_i's nearest rank-R factors (its
-    truncated SVD, the singular values split evenly between the two factors).
+    truncated SVD, the singular values split evenly between the two factors). A layer with
+    normalised factors gets the term gains that give sum_i A_i kron S_i; one with an unshared
+    term gets U = 0 (``fit_phm_layer`` fits it).
     """
     blocks = (layer.n, layer.out_features // layer.n, layer.in_features // layer.n)
     if factors.A.shape != layer.A.shape or tuple(factors.S.shape) != blocks:
@@ -134,6 +139,9 @@ def load_kronecker_factors(layer: PHMLinear, factors: KroneckerFactors, bias: Op
             layer.S_right.copy_(right)
         if bias is not None:
             layer.bias.copy_(bias)
+        if layer.U is not None:
+            layer.U.zero_()
+    layer.reset_term_gains()
     if layer.merged:  # it computes with the factors just written
         layer.merge()
 
@@ -156,7 +164,8 @@ def fit_phm_layer(layer: PHMLinear, weight: Tensor, bias: Optional[Tensor] = Non
 
     A learned rule takes the nearest Kronecker sum; any other rule (algebra-init, algebra-frozen,
     the quaternion layer) keeps the layer's A, the algebra's rule, and fits S to it. A low-rank
-    layer then keeps each S_i's nearest rank-R matrix.
+    layer then keeps each S_i's nearest rank-R matrix; a layer with an unshared term U V^T then
+    fits it to what is left.
     """
     expected = (layer.out_features, layer.in_features)
     if tuple(weight.shape) != expected:
@@ -166,12 +175,30 @@ def fit_phm_layer(layer: PHMLinear, weight: Tensor, bias: Optional[Tensor] = Non
     else:
         factors = nearest_with_rule(weight, layer.A)
     load_kronecker_factors(layer, factors, bias)
-    if layer.rank is None:
+    if layer.rank is None and layer.U is None:
         return factors
     A, S = (t.detach() for t in layer.kronecker_factors())
+    if layer.U is not None:
+        _fit_unshared_term(layer, weight - kronecker_sum(A, S).to(weight))
+    with torch.no_grad():
+        fitted = layer.build_weight().double()
     norm = weight.double().norm()
-    error = float((weight.double() - kronecker_sum(A, S).double()).norm() / norm) if norm > 0 else 0.0
+    error = float((weight.double() - fitted).norm() / norm) if norm > 0 else 0.0
     return KroneckerFactors(A, S, error)
+
+
+def _fit_unshared_term(layer: PHMLinear, residual: Tensor) -> None:
+    """U V^T = the residual's rank-r truncated SVD (zeros past its rank), sqrt(sigma) in each factor."""
+    U, sigma, Vh = torch.linalg.svd(residual.detach().double(), full_matrices=False)
+    kept = min(layer.lowrank, sigma.numel())
+    root = sigma[:kept].sqrt()
+    with torch.no_grad():
+        layer.U.zero_()
+        layer.V.zero_()
+        layer.U[:, :kept] = (U[:, :kept] * root).to(layer.U)
+        layer.V[:, :kept] = (Vh[:kept].T * root).to(layer.V)
+    if layer.merged:
+        layer.merge()
 
 
 def _check_weight(weight: Tensor, n: int) -> None:

@@ -1,6 +1,7 @@
 """The one place that decides how a linear map is built: dense, PHM or quaternion.
 
-A ``LinearSpec`` is a value: it validates itself when made (kind, n, rule, rank, shared rule),
+A ``LinearSpec`` is a value: it validates itself when made (kind, n, rule, rank, shared rule, the
+unshared low-rank term, factor normalisation),
 checks the feature sizes of a layer or of a whole model, builds every linear map of a model,
 and applies what concerns the model as a whole once its layers are built (``finish_model``).
 Adding a parameterisation means changing this module, PHMLinear and its checks (``validation``,
@@ -16,7 +17,7 @@ from torch import nn
 
 from .parameter_groups import SCALE_RULES, factor_scales, set_scales
 from .phm_linear import PHMLinear, QuaternionLinear
-from .validation import RULES, check_layer_sizes, check_phm_options, divisors  # noqa: F401  (RULES, as before)
+from .validation import RULES, check_layer_sizes, check_lowrank, check_phm_options, divisors  # noqa: F401  (RULES)
 
 KINDS = ("dense", "phm", "quaternion")
 SHARED_RULE_SCOPES = ("model", "side", "qkv")
@@ -29,7 +30,7 @@ class LinearSpec:
     """A recipe for every linear map of a model.
 
     kind: "dense" (``nn.Linear``), "phm" (``PHMLinear``) or "quaternion" (``QuaternionLinear``).
-    n, rule, rank, shared_rule: PHM only.
+    n, rule, rank, shared_rule, lowrank, factor_norm: PHM only.
         n: number of Kronecker products; every layer has 1/n of the dense layer's weights.
         rule: how the A_i are obtained, see ``RULES``.
         rank: None (each S_i a full out/n x in/n matrix) or R: S_i = S_left_i @ S_right_i with
@@ -38,6 +39,11 @@ class LinearSpec:
             "side" (one for the encoder's layers, one for the decoder's) or "qkv" (one for the three
             separate Q, K, V maps of each self-attention: the fused map's parameters, its Kronecker
             blocks aligned with Q, K and V); see ``finish_model``.
+        lowrank: None or 0 (no such term) or r: every layer adds an unshared term U V^T of rank r,
+            H = sum_i A_i kron S_i + U V^T, r * (in + out) weights more; U starts at zero.
+        factor_norm: every A_i and S_i (or S_i's factors) enters H at unit RMS, each Kronecker term
+            scaled by a learned gain (n weights more a layer), as Qiu et al. (ICML 2024) normalise
+            the factors of structured layers.
     rule_lr_scale, factor_lr_scale: PHM (rule: learned rules only) and quaternion (factors) layers:
         the learning rate of A and of S (or its factors), relative to the optimizer's: a number,
         or a rule of ``parameter_groups.SCALE_RULES`` that derives it from n and each layer's shape.
@@ -53,6 +59,8 @@ class LinearSpec:
     rule: str = "learned"
     rank: Optional[int] = None
     shared_rule: Optional[str] = None
+    lowrank: Optional[int] = None
+    factor_norm: bool = False
     rule_lr_scale: Union[float, str] = 1.0
     factor_lr_scale: Union[float, str] = 1.0
     rule_decay: bool = True
@@ -72,18 +80,23 @@ class LinearSpec:
                     ("rule", self.rule, "learned"),
                     ("rank", self.rank, None),
                     ("shared_rule", self.shared_rule, None),
+                    ("lowrank", self.lowrank, None),
+                    ("factor_norm", self.factor_norm, False),
                 )
                 if value != default
             ]
             if given:
                 raise ValueError(
-                    f"{', '.join(given)}: n, rule, rank and shared_rule are options of PHM layers (kind='phm'), "
-                    f"not of {self.kind} layers"
+                    f"{', '.join(given)}: n, rule, rank and shared_rule are options of PHM layers (kind='phm'), as "
+                    f"are lowrank and factor_norm, not of {self.kind} layers"
                 )
             return
         n, rank = check_phm_options(self.n, self.rule, self.rank)
         object.__setattr__(self, "n", n)  # e.g. a NumPy integer: an int, so that equal specs compare equal
         object.__setattr__(self, "rank", rank)
+        object.__setattr__(self, "lowrank", check_lowrank(self.lowrank))  # 0: None, the same spec
+        if not isinstance(self.factor_norm, bool):
+            raise ValueError(f"factor_norm must be True or False, got factor_norm={self.factor_norm!r}")
         if self.shared_rule is not None:
             if self.shared_rule not in SHARED_RULE_SCOPES:
                 raise ValueError(
@@ -123,12 +136,21 @@ class LinearSpec:
     def check_layer(self, in_features: int, out_features: int) -> None:
         """A clear error if this spec cannot build a layer in_features -> out_features, and a
         warning where a low rank saves no weights in it."""
-        check_layer_sizes(in_features, out_features, self.divisor, self.rank)
+        check_layer_sizes(in_features, out_features, self.divisor, self.rank, self.lowrank)
 
-    def check_sizes(self, sizes: dict, n_as: Optional[str] = None) -> None:
+    def check_sizes(self, sizes: dict, n_as: Optional[str] = None, lowrank_as: Optional[str] = None) -> None:
         """Every feature size of a model (by the name of what sets it: a flag, a label) must be a
-        multiple of the divisor. ``n_as`` names n as the user gave it (e.g. "--phm-n"), so that
-        the error names what to change rather than a layer deep inside the model."""
+        multiple of the divisor, and no smaller than the unshared term's rank. ``n_as`` and ``lowrank_as``
+        name n and lowrank as the user gave them (e.g. "--phm-n"), so that the error names what to change
+        rather than a layer deep inside the model."""
+        if self.lowrank is not None and sizes:
+            smallest = min(sizes, key=sizes.get)
+            if self.lowrank > sizes[smallest]:
+                raise ValueError(
+                    f"{lowrank_as or 'lowrank='}{' ' if lowrank_as else ''}{self.lowrank} exceeds {smallest} "
+                    f"{sizes[smallest]}: the unshared term U V^T of a layer has rank at most min(in, out), so "
+                    f"{lowrank_as or 'lowrank'} can be at most {sizes[smallest]} with these sizes"
+                )
         divisor = self.divisor
         bad = ", ".join(f"{name} {size}" for name, size in sizes.items() if size % divisor)
         if not bad:
@@ -150,9 +172,8 @@ class LinearSpec:
             nn.init.xavier_uniform_(layer.weight, gain=gain)
             return layer
         if self.kind == "phm":
-            layer = PHMLinear(
-                in_features, out_features, self.n, bias=bias, rule=self.rule, gain=gain, rank=self.rank, **factory
-            )
+            options = {"rule": self.rule, "rank": self.rank, "lowrank": self.lowrank, "factor_norm": self.factor_norm}
+            layer = PHMLinear(in_features, out_features, self.n, bias=bias, gain=gain, **options, **factory)
         else:
             layer = QuaternionLinear(in_features, out_features, bias=bias, gain=gain, **factory)
         self._set_training_scales(layer)
@@ -222,6 +243,10 @@ class LinearSpec:
             options = [self.rule]
             if self.rank is not None:
                 options.append(f"rank {self.rank}")
+            if self.lowrank is not None:
+                options.append(f"+ U V^T of rank {self.lowrank}")
+            if self.factor_norm:
+                options.append("factors normalised")
             if self.shared_rule is not None:
                 options.append(f"rule shared per {self.shared_rule}")
             return f"PHM n={self.n} ({', '.join(options + training)})"

@@ -29,9 +29,12 @@ from .phm_linear import PHMLinear
 
 KINDS = ("rule", "factor", "dense", "bias", "norm", "embedding", "gate", "other")
 """rule: the A of PHM layers; factor: their S (or S_left, S_right); dense: other weight matrices
-(nn.Linear, attention's packed projections, ...); bias; norm: LayerNorm and the like;
-embedding: nn.Embedding tables (tied output projections included); gate: PHYDI's residual gates;
-other: anything else."""
+(nn.Linear, attention's packed projections, PHM layers' unshared U and V, ...); bias; norm: LayerNorm
+and the like, and the term gains of PHM layers with normalised factors; embedding: nn.Embedding tables
+(tied output projections included); gate: PHYDI's residual gates; other: anything else."""
+
+_PHM_KINDS = {"A": "rule", "S": "factor", "S_left": "factor", "S_right": "factor"}
+_PHM_KINDS.update(U="dense", V="dense", term_gain="norm")  # the options of issue 56
 
 _NORMS = (nn.LayerNorm, nn.GroupNorm, nn.modules.batchnorm._NormBase)
 
@@ -41,7 +44,7 @@ def parameter_kind(module: nn.Module, name: str, parameter: Tensor) -> str:
     if name == "residual_gate":
         return "gate"
     if isinstance(module, PHMLinear):
-        return {"A": "rule", "S": "factor", "S_left": "factor", "S_right": "factor"}.get(name, "bias")
+        return _PHM_KINDS.get(name, "bias")
     if isinstance(module, _NORMS) or type(module).__name__.endswith("LayerNorm"):
         return "norm"
     if isinstance(module, nn.Embedding):

@@ -49,6 +49,16 @@ def check_phm_options(n, rule: str, rank) -> Tuple[int, Optional[int]]:
     return number, low
 
 
+def check_lowrank(lowrank) -> Optional[int]:
+    """The rank of PHMLinear's unshared term U V^T as an int, or None (off) for None or 0."""
+    if lowrank is None:
+        return None
+    rank = _integer(lowrank)
+    if rank is None or rank < 0:
+        raise ValueError(f"PHM lowrank must be a non-negative integer (0 or None: no U V^T), got lowrank={lowrank!r}")
+    return rank or None
+
+
 def check_feature_sizes(in_features, out_features) -> Tuple[int, int]:
     """(in_features, out_features) as ints: non-negative integral numbers, zero included (as
     ``nn.Linear``'s)."""
@@ -61,14 +71,22 @@ def check_feature_sizes(in_features, out_features) -> Tuple[int, int]:
     return sizes[0], sizes[1]
 
 
-def check_layer_sizes(in_features: int, out_features: int, n: int, rank: Optional[int] = None) -> None:
-    """A clear error if n does not divide both feature sizes, and a warning where a low rank saves no
-    weights in the layer (pointing at the caller of the function that calls this one)."""
+def check_layer_sizes(
+    in_features: int, out_features: int, n: int, rank: Optional[int] = None, lowrank: Optional[int] = None
+) -> None:
+    """A clear error if n does not divide both feature sizes or the unshared term's rank exceeds them, and
+    a warning where a low rank saves no weights in the layer (pointing at the caller of the function that
+    calls this one)."""
     if in_features % n or out_features % n:
         raise ValueError(
             f"PHM layer {in_features}->{out_features}: n={n} must divide both "
             f"in_features={in_features} and out_features={out_features}; "
             f"n can be one of {divisors(in_features, out_features)}"
+        )
+    if lowrank is not None and lowrank > min(in_features, out_features):
+        raise ValueError(
+            f"PHM layer {in_features}->{out_features}: lowrank={lowrank} exceeds min(in_features, out_features) = "
+            f"{min(in_features, out_features)}, the largest rank that U V^T can have"
         )
     full, factored = in_features * out_features // n, (rank or 0) * (in_features + out_features)
     if rank is not None and factored >= full:
