@@ -57,8 +57,11 @@ HONOURED = {
     "--phm-rule": "phm-compress fits learned as the nearest sum of N Kronecker products, an algebra rule as "
     "the algebra's A with S fitted to it",
     "--phm-rank": "phm-compress fits each S_i's nearest rank-R factors",
+    "--phm-lowrank": "phm-compress fits U V^T to what the Kronecker sum leaves of each dense weight (truncated SVD)",
+    "--phm-factor-norm": "phm-compress sets the gains that give the fitted Kronecker sum",
     "--qkv-projection": "phm-compress stacks the dense q, k and v for fused",
     "--dense-ffn": "phm-compress copies them exactly",
+    "--dense-attention": "phm-compress copies them exactly",
     "--quaternion-attention": None,  # accepted only to be refused with its reason (check_target); not in --help
 }
 """The model flags that phm-compress takes (the others are refused, see parse_args), each with
@@ -156,7 +159,7 @@ def check_target(args) -> dict:
         )
     given = {key: value for key, value in vars(args).items() if key in GIVEN_KEYS + SIZE_KEYS and value is not None}
     if kind != "phm":
-        for key in ("phm_n", "phm_rule", "phm_rank"):
+        for key in ("phm_n", "phm_rule", "phm_rank", "phm_lowrank", "phm_factor_norm"):
             if key in given:
                 raise CompressionError(
                     f"{flag(key)} applies to phm_transformer architectures; {args.arch}'s "

@@ -50,6 +50,21 @@ LINEAR_FLAGS = {
         help="PHM models: each S_i is the product of (out/N x R) and (R x in/N) factors, as Compacter's "
         "factorized weights: R*(out+in) weights per layer instead of out*in/N. Default: full S_i",
     ),
+    "--phm-lowrank": dict(
+        type=int,
+        metavar="R",
+        help="PHM models: every PHM layer adds an unshared term of rank R to its Kronecker sum, "
+        "H = sum_i A_i kron S_i + U V^T with U (out x R) and V (in x R): R*(out+in) weights more per layer. "
+        "U starts at zero, so training starts from the plain PHM layer. R is at most the smallest feature size; "
+        "0: no such term (default). Not --phm-rank, which factorises each S_i",
+    ),
+    "--phm-factor-norm": dict(
+        action="store_true",
+        default=None,  # None: not given (a PHM flag given to another model is refused)
+        help="PHM models: every A_i and S_i (or S_i's --phm-rank factors) enters H at unit RMS, and each "
+        "Kronecker term is scaled by a learned gain, as Qiu et al. (ICML 2024) normalise the factors of "
+        "structured layers: N weights more per layer; the gains start where H is the unnormalised layer's",
+    ),
     "--rule-lr-scale": dict(
         type=lr_scale,
         metavar="SCALE",
@@ -109,6 +124,12 @@ TRANSFORMER_FLAGS = {
         help="keep the feed-forward layers dense: only the attention projections are "
         "hypercomplex (the 'partial' variant of Tay et al.)",
     ),
+    "--dense-attention": dict(
+        action="store_true",
+        help="keep the attention projections dense: only the feed-forward layers are hypercomplex (the "
+        "reverse of --dense-ffn). The PHM architectures project Q, K, V by one fused map: add "
+        "--qkv-projection separate for fairseq's own three",
+    ),
     "--quaternion-attention": dict(
         action="store_true",
         help="quaternion models: Tay et al.'s attention, four logit maps from the Hamilton product of "
@@ -157,7 +178,7 @@ def linear_spec_from_args(args, feature_sizes: dict) -> LinearSpec:
     if kind != "phm":
         if given:
             raise ValueError(
-                f"{' '.join(f'{flag} {value}' for flag, value in given.items())}: "
+                f"{_given(given)}: "
                 f"{', '.join(given)} {'is an option' if len(given) == 1 else 'are options'} of PHM models, and this "
                 f"model is {kind} (--linear-kind {kind}): leave {'it' if len(given) == 1 else 'them'} out, or "
                 f"pass --linear-kind phm"
@@ -176,12 +197,14 @@ def linear_spec_from_args(args, feature_sizes: dict) -> LinearSpec:
                 rule=given.get("--phm-rule", "learned"),
                 rank=given.get("--phm-rank"),
                 shared_rule=given.get("--phm-shared-rule"),
+                lowrank=given.get("--phm-lowrank"),
+                factor_norm=bool(given.get("--phm-factor-norm", False)),
                 **training,
             )
         except ValueError as error:
-            flags = " ".join([*(f"{flag} {value}" for flag, value in given.items()), _flags(training)])
+            flags = " ".join([_given(given), _flags(training)])
             raise ValueError(f"{flags.strip()}: {error}") from None
-    spec.check_sizes(feature_sizes, n_as="--phm-n")
+    spec.check_sizes(feature_sizes, n_as="--phm-n", lowrank_as="--phm-lowrank")
     _check_optimizer_sees_parameters(args)
     return spec
 
@@ -211,6 +234,11 @@ def training_options_from_args(args) -> dict:
         if getattr(args, f"no_{field}", False):
             options[field] = False
     return options
+
+
+def _given(flags: dict) -> str:
+    """Flags as the command line gave them: --phm-n 4 --phm-factor-norm."""
+    return " ".join(flag if value is True else f"{flag} {value}" for flag, value in flags.items())
 
 
 def _flags(training: dict) -> str:

@@ -34,12 +34,17 @@ from .task_check import require_translation_task
 class TransformerLinearMaps:
     """How the linear maps of a Transformer layer are built."""
 
-    attention: LinearSpec  # Q, K, V and output projections: the model's spec
+    attention: LinearSpec  # Q, K, V and output projections: the model's spec, or dense (--dense-attention)
     ffn: LinearSpec  # the same, or dense (--dense-ffn)
     fused_qkv: bool = False  # self-attention: one projection to 3 x embed_dim, as the paper writes it
     fused_qkv_init: str = "one-map"  # its variance: of the whole map, or of each third as its own map
     quaternion_attention: bool = False  # Tay et al.'s Hamilton-product attention logits
     residual_gates: bool = False  # PHYDI: every residual branch scaled by a learned scalar that starts at 0
+
+    @property
+    def model_spec(self) -> LinearSpec:
+        """The model's spec (``finish_model``'s): that of the maps not kept dense."""
+        return self.ffn if self.attention.kind == "dense" else self.attention
 
     def build_attention(self, embed_dim, num_heads, self_attention=False, **kwargs):
         attention = QuaternionMultiheadAttention if self.quaternion_attention else HypercomplexMultiheadAttention
@@ -193,13 +198,15 @@ def linear_maps_from_args(args, sides=("encoder", "decoder")) -> TransformerLine
     """The linear maps that the flags ask for, once every flag that they cannot honour has been
     refused with a message naming it (raised when the model is built, not deep inside a layer)."""
     _refuse_unsupported_flags(args)
-    dense_ffn = getattr(args, "dense_ffn", False)
+    dense_ffn, dense_attention = getattr(args, "dense_ffn", False), getattr(args, "dense_attention", False)
     sizes = {f"--{side}-embed-dim": getattr(args, f"{side}_embed_dim") for side in sides}
     if not dense_ffn:
         sizes.update({f"--{side}-ffn-embed-dim": getattr(args, f"{side}_ffn_embed_dim") for side in sides})
     spec = linear_spec_from_args(args, sizes)
+    if dense_attention:
+        _check_dense_attention(args, spec, dense_ffn)
     maps = TransformerLinearMaps(
-        attention=spec,
+        attention=LinearSpec() if dense_attention else spec,
         ffn=LinearSpec() if dense_ffn else spec,
         fused_qkv=getattr(args, "qkv_projection", None) == "fused",
         fused_qkv_init=getattr(args, "fused_qkv_init", None) or "one-map",
@@ -215,6 +222,25 @@ def linear_maps_from_args(args, sides=("encoder", "decoder")) -> TransformerLine
     if maps.quaternion_attention:
         _check_quaternion_attention(args, maps, sides)
     return maps
+
+
+def _check_dense_attention(args, spec: LinearSpec, dense_ffn: bool) -> None:
+    if spec.kind == "dense":
+        raise ValueError(
+            "--dense-attention keeps the attention of a PHM or quaternion model dense, and this model is dense "
+            "(--linear-kind dense): every map is dense already; leave it out"
+        )
+    if dense_ffn:
+        raise ValueError(
+            "--dense-attention with --dense-ffn: every map would be dense, the dense twin (transformer_twin_*); "
+            "keep one of them"
+        )
+    for flag, given in (
+        ("--quaternion-attention", getattr(args, "quaternion_attention", False)),
+        ("--phm-shared-rule qkv", getattr(args, "phm_shared_rule", None) == "qkv"),
+    ):
+        if given:
+            raise ValueError(f"{flag} concerns hypercomplex Q, K and V maps, and --dense-attention keeps them dense")
 
 
 def _check_quaternion_attention(args, maps: TransformerLinearMaps, sides) -> None:
@@ -269,7 +295,7 @@ class HypercomplexTransformerModel(TransformerModel):
         base_architecture(args)
         maps = linear_maps_from_args(args)
         model = super().build_model(args, task)
-        return finish_model(maps.attention, args, model, sides=(model.encoder, model.decoder))
+        return finish_model(maps.model_spec, args, model, sides=(model.encoder, model.decoder))
 
     @classmethod
     def build_encoder(cls, args, src_dict, embed_tokens):

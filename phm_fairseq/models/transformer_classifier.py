@@ -38,7 +38,7 @@ class TransformerClassifierModel(FairseqEncoderModel):
     dense (nn.Linear maps, initialised as the plugin initialises every kind of map), phm (every
     linear map of its layers a PHM layer; --phm-n, default 4; one fused Q/K/V map per layer unless
     --qkv-projection separate) or quaternion (Hamilton-product maps; optionally
-    --quaternion-attention, --dense-ffn). Takes fairseq's Transformer flags (those of the encoder
+    --quaternion-attention; --dense-ffn or --dense-attention). Takes fairseq's Transformer flags (those of the encoder
     apply) and maps ``src_tokens, src_lengths`` to one logit per label."""
 
     def __init__(self, encoder: HypercomplexTransformerEncoder, output_layer):
@@ -60,7 +60,7 @@ class TransformerClassifierModel(FairseqEncoderModel):
         embed_tokens = TransformerModel.build_embedding(cfg, dictionary, cfg.encoder.embed_dim)
         encoder = HypercomplexTransformerEncoder(cfg, dictionary, embed_tokens, maps)
         output_layer = LinearSpec("dense").build(cfg.encoder.embed_dim, len(task.labels))
-        return finish_model(maps.attention, args, cls(encoder, output_layer), sides=(encoder,))
+        return finish_model(maps.model_spec, args, cls(encoder, output_layer), sides=(encoder,))
 
     def forward(self, src_tokens, src_lengths):
         encoded = self.encoder(src_tokens, src_lengths)
