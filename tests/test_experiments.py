@@ -541,7 +541,7 @@ def test_the_papers_figures_stand_beside_ours_as_the_paper_gives_them():
     assert read == {"parameters": 721000, "accuracy": 84.5} and isinstance(read["parameters"], int)
     with pytest.raises(ValidationError):
         paper.validate_python({"parameters": "721K"}, strict=True)
-    rows = [SimpleNamespace(row="lstm", column="sick"), SimpleNamespace(row="phm_lstm_n2", column="sick")]
+    rows = [SimpleNamespace(row=name, column="sick", untraced=False) for name in ("lstm", "phm_lstm_n2")]
     paper = {"lstm": read["parameters"], "phm_lstm_n2": read["accuracy"]}
     lines = pivot(rows, lambda r: "x", lambda r: paper[r.row])
     assert lines[2:] == ["| lstm | x (721000) |", "| phm_lstm_n2 | x (84.5) |"]
