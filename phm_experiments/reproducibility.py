@@ -166,14 +166,14 @@ def first_difference(trails: dict, reference: dict):
     return None
 
 
-def compare(entry: dict, reference: list) -> list:
+def compare(entry: dict, reference: list, any_pins: bool = False) -> list:
     """For every entry of ``reference``: (its machines, None where ``entry`` matches it bit for bit, else
-    what differs first)."""
+    what differs first). Trails of other pins are not compared unless ``any_pins`` (to see what a pin moves)."""
     results = []
     for known in reference:
         if known["data_sha256"] != entry["data_sha256"]:
             why = "other training data (data-prep, sacremoses or subword-nmt differ): the bits cannot be compared"
-        elif known["kernels"] != entry["kernels"]:
+        elif known["kernels"] != entry["kernels"] and not any_pins:
             why = f"other pins: {known['kernels']} against {entry['kernels']}"
         else:
             why = first_difference(entry["trails"], known["trails"])
@@ -210,10 +210,18 @@ def main(argv=None) -> int:
     parser.add_argument("action", choices=["check", "add"])
     parser.add_argument("--reference", type=Path, default=REFERENCE)
     parser.add_argument("--work", type=Path, default=Path("work/reproducibility"), help="where its data is prepared")
+    parser.add_argument(
+        "--any-pins",
+        action="store_true",
+        help="check: compare with entries of other pins too (e.g. MKL_CBWR=COMPATIBLE ... check --any-pins: "
+        "whether that variable moves the bits)",
+    )
     args = parser.parse_args(argv)
+    if args.action == "add" and args.any_pins:
+        parser.error("--any-pins is for check: an entry is added with the pins it was made with")
     entry = measure(prepare(args.work))
     references = read_reference(args.reference)
-    results = compare(entry, references)
+    results = compare(entry, references, any_pins=args.any_pins)
     for machines, why in results:
         print(f"against {' / '.join(machines)}: {why or 'the same bits at every update'}")
     if args.action == "add":

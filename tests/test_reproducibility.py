@@ -73,6 +73,7 @@ def test_trails_compare_only_on_the_same_data_and_pins():
     (_, data_why), (_, pins_why) = compare(entry, [other_data, other_pins])
     assert "other training data" in data_why
     assert "other pins" in pins_why and "COMPATIBLE" in pins_why
+    assert compare(entry, [other_pins], any_pins=True) == [(["C"], None)]
 
 
 def test_a_cpu_is_named_by_its_model_and_instruction_sets():
