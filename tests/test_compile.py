@@ -49,6 +49,8 @@ LAYERS = {
     "low rank": lambda: PHMLinear(64, 128, n=4, rank=2),
     "quaternion": lambda: QuaternionLinear(64, 128),
     "shared rule": shared_rule_pair,
+    "low-rank term": lambda: PHMLinear(64, 128, n=4, lowrank=4),
+    "factor norm": lambda: PHMLinear(64, 128, n=4, rank=2, factor_norm=True),
 }
 
 

@@ -35,6 +35,8 @@ MODULES = {  # name -> (module, its input)
     "PHM algebra-init": (lambda: PHMLinear(8, 12, n=2, rule="algebra-init"), lambda: (torch.randn(3, 8),)),
     "PHM algebra-frozen": (lambda: PHMLinear(8, 12, n=4, rule="algebra-frozen"), lambda: (torch.randn(3, 8),)),
     "PHM low rank": (lambda: PHMLinear(8, 12, n=2, rank=1), lambda: (torch.randn(3, 8),)),
+    "PHM low-rank term": (lambda: PHMLinear(8, 12, n=2, lowrank=2), lambda: (torch.randn(3, 8),)),
+    "PHM factor norm": (lambda: PHMLinear(8, 12, n=2, factor_norm=True), lambda: (torch.randn(3, 8),)),
     "quaternion": (lambda: QuaternionLinear(8, 12), lambda: (torch.randn(3, 8),)),
     "LSTM PHM": (
         lambda: HypercomplexLSTM(8, 8, LinearSpec("phm", n=2), num_layers=2, bidirectional=True),

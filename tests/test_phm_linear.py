@@ -324,12 +324,29 @@ def quietly(make, *args, **kwargs):
         return make(*args, **kwargs)
 
 
+def trained_away_from_init(layer):
+    """``layer`` with U and the term gains moved from where they start (U = 0 hides U V^T, gains that
+    reproduce the unnormalised H hide the normalisation), so that every term shows in its outputs."""
+    with torch.no_grad():
+        if layer.U is not None:
+            layer.U.normal_(0.0, 0.1)
+        if layer.term_gain is not None:
+            layer.term_gain.uniform_(0.5, 1.5)
+    return layer
+
+
 LAYERS = {
     "phm-learned": lambda d, k, n, **kw: PHMLinear(d, k, n, **kw),
     "phm-algebra-init": lambda d, k, n, **kw: PHMLinear(d, k, n, rule="algebra-init", **kw),
     "phm-algebra-frozen": lambda d, k, n, **kw: PHMLinear(d, k, n, rule="algebra-frozen", **kw),
     "phm-rank-2": lambda d, k, n, **kw: quietly(PHMLinear, d, k, n, rank=2, **kw),
     "quaternion": lambda d, k, n, **kw: QuaternionLinear(d, k, **kw),
+    # issue 56's options (zero-size layers: no U V^T, whose rank is at most min(d, k))
+    "phm-lowrank-3": lambda d, k, n, **kw: trained_away_from_init(PHMLinear(d, k, n, lowrank=min(3, d, k), **kw)),
+    "phm-factor-norm": lambda d, k, n, **kw: trained_away_from_init(PHMLinear(d, k, n, factor_norm=True, **kw)),
+    "phm-factor-norm-rank-2": lambda d, k, n, **kw: trained_away_from_init(
+        quietly(PHMLinear, d, k, n, rank=2, factor_norm=True, **kw)
+    ),
 }
 
 
@@ -1007,9 +1024,10 @@ def test_layer_and_spec_share_one_validation_without_an_import_cycle():
 @pytest.mark.parametrize("kind", list(LAYERS))
 def test_zero_size_layers_work_as_nn_linear(kind, d, k):
     layer = LAYERS[kind](d, k, 4)
-    weights = 2 * (d + k) if kind == "phm-rank-2" else d * k // 4
+    weights = 2 * (d + k) if "rank-2" in kind else d * k // 4
     rule = 0 if kind in ("phm-algebra-frozen", "quaternion") else 4**3
-    assert sum(p.numel() for p in layer.parameters()) == weights + rule + k
+    gains = 4 if "factor-norm" in kind else 0
+    assert sum(p.numel() for p in layer.parameters()) == weights + rule + gains + k
     assert torch.equal(layer.bias, torch.zeros(k))  # nn.Linear's bias bound 1/sqrt(fan_in) is 0 at fan_in 0
     repr(layer)
     for rows in (3, 0):

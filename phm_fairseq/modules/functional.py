@@ -22,8 +22,10 @@ def factor_rms(factors: Tensor) -> Tensor:
     """The RMS of each ``factors[i]``, a vector of ``len(factors)`` (computed in float32 at least; a small
     epsilon keeps it and its gradient finite at zero, and an empty factor has the epsilon's root)."""
     wide = factors.float() if factors.dtype in (torch.float16, torch.bfloat16) else factors
-    squares = wide.square().flatten(1).sum(1)
-    return torch.sqrt(squares / max(wide[0].numel(), 1) + 1e-12)
+    entries = 1
+    for size in wide.shape[1:]:
+        entries *= size
+    return torch.sqrt(wide.square().flatten(1).sum(1) / max(entries, 1) + 1e-12)
 
 
 def unit_rms(factors: Tensor) -> Tensor:
