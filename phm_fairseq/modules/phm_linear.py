@@ -110,8 +110,9 @@ class PHMLinear(DerivedWeight):
             self.U = nn.Parameter(torch.empty(out_features, lowrank, **factory))
             self.V = nn.Parameter(torch.empty(in_features, lowrank, **factory))
         # term_gain ~ 1 and a constant scale, rather than a gain of H's own scale: Adam steps a parameter by
-        # about lr whatever its size, so a gain near 1 moves by lr relative to itself, as LayerNorm's weight
-        self.term_scale = gain * math.sqrt(2.0 / max(in_features + out_features, 1) / n)
+        # about lr whatever its size, so a gain near 1 moves by lr relative to itself, as LayerNorm's weight.
+        # Normalised, H's block (r, c) sums n terms A_i[r, c] S_i of unit variance (rank R: R), hence the root.
+        self.term_scale = gain * math.sqrt(2.0 / max(in_features + out_features, 1) / (n * (rank or 1)))
         self.term_gain = nn.Parameter(torch.empty(n, **factory)) if self.factor_norm else None
         self.reset_parameters()
 
