@@ -1,0 +1,186 @@
+"""Any model against "a dense model with as many parameters": the dense frontier (dense models of several
+widths, one recipe) as a curve of score against parameters without embeddings, and each other model a
+point on the same axes, on the test set's best checkpoint and on the best validation score.
+
+    python -m phm_experiments.report.frontier --out results/frontier_multi30k \\
+        --dense converged/multi30k/transformer_equal_params_lr008 converged/multi30k_frontier/transformer_h112 \\
+            converged/multi30k/transformer \\
+        --point "PHM n=4" converged/multi30k/phm_n4_lr008 --point "PHM n=2" converged/multi30k/phm_n2_lr008
+
+Each run is named by its folder below --runs-dir (results/runs); its seeds are averaged as in phm-collect's
+rows. A model's height above the dense curve at its own size is read off the curve, interpolated linearly
+in log parameters between the two dense models around it (none outside the curve's range, but for 2% at
+its ends). Every row
+names the machines its seeds ran on: rows from different CPUs compare only as means over seeds
+(docs/reproducibility.md). Writes OUT.md, OUT.json and OUT.png.
+"""
+
+import argparse
+import functools
+import json
+import math
+import shlex
+import statistics
+import sys
+from pathlib import Path
+
+from .aggregate import ReportError, load_results, run_rows
+from .plots import palette, pyplot
+from .trace import FOOTNOTE, MARK
+from .width import figures, metric_name
+
+KEYS = {"best": "test, best checkpoint", "valid": "best validation"}
+
+
+def machines(runs_dir: Path, name: str) -> str:
+    """The kinds of CPU (model, torch's kernels) and pins that the folder's seeds ran on."""
+    kinds = set()
+    for entry in load_results(runs_dir / name):
+        env = entry.result.environment
+        pinned = ", pinned" if env.kernels else ""
+        kinds.add(f"{env.device} ({env.cpu_capability or 'kernels not recorded'}{pinned})")
+    return " / ".join(sorted(kinds))
+
+
+def point(rows_of, runs_dir: Path, name: str) -> dict:
+    values = figures(rows_of, runs_dir, name)
+    if values is None:
+        raise ReportError(f"{runs_dir / name}: no finished run (result.json)")
+    valid = [float(v) for v in (values["best_valid"] or "").split(" / ") if v]
+    values["valid"] = round(statistics.fmean(valid), 2) if valid else None
+    values["valid_std"] = round(statistics.stdev(valid), 2) if len(valid) > 1 else None
+    values["machines"] = machines(runs_dir, name)
+    return values
+
+
+def on_curve(curve: list[dict], params: int, key: str, within: float = 0.02):
+    """The dense curve's ``key`` at ``params`` (linear in log parameters); None outside its range, but for
+    sizes within ``within`` of an end (a dense model sized to match a PHM model lands a few weights off)."""
+    known = sorted((p["params_no_emb"], p[key]) for p in curve if p.get(key) is not None)
+    if known and params < known[0][0]:
+        params = known[0][0] if params >= known[0][0] * (1 - within) else params
+    elif known and params > known[-1][0]:
+        params = known[-1][0] if params <= known[-1][0] * (1 + within) else params
+    for (x0, y0), (x1, y1) in zip(known, known[1:]):
+        if x0 <= params <= x1:
+            t = (math.log(params) - math.log(x0)) / (math.log(x1) - math.log(x0)) if x1 > x0 else 0.0
+            return round(y0 + t * (y1 - y0), 2)
+    return None
+
+
+def frontier(runs_dir: Path, dense: list[str], points: dict[str, str]) -> dict:
+    rows_of = functools.cache(lambda folder: {row.row: row for row in run_rows(load_results(folder))})
+    curve = sorted((point(rows_of, runs_dir, name) for name in dense), key=lambda p: p["params_no_emb"])
+    models = {label: point(rows_of, runs_dir, name) for label, name in points.items()}
+    for values in models.values():
+        for key in KEYS:
+            height = on_curve(curve, values["params_no_emb"], key)
+            values[f"above_{key}"] = None if height is None or values[key] is None else round(values[key] - height, 2)
+    metrics = {p["metric"] for p in (*curve, *models.values())}
+    if len(metrics) > 1:
+        raise ReportError(f"the runs are scored by {' and '.join(sorted(metrics))}, not one metric")
+    return {"metric": metrics.pop(), "dense": curve, "points": models}
+
+
+def markdown(title: str, result: dict, command: str) -> str:
+    def score(values, key):
+        if values.get(key) is None:
+            return ""
+        std = values.get(f"{key}_std")
+        return f"{values[key]:.2f}" + (f" ± {std:.2f}" if std is not None else "")
+
+    def above(values, key):
+        return "" if values.get(f"above_{key}") is None else f"{values[f'above_{key}']:+.2f}"
+
+    def traced(values):
+        return values["traced"] + (f" {MARK}" if "no" in values["traced"].split(" / ") else "")
+
+    name = metric_name(result)
+    lines = [
+        f"# {title}",
+        "",
+        f"{name} of the best checkpoint on the test set and the best validation {name} (mean ± sd over seeds); "
+        "\"above\": the model's score minus the dense curve's at its parameters without embeddings.",
+        "",
+        "| model | run | parameters without embeddings | seeds | test | above | valid | above | machines | traced |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    rows = [("dense", p) for p in result["dense"]] + list(result["points"].items())
+    for label, values in rows:
+        lines.append(
+            f"| {label} | {values['run']} | {values['params_no_emb']:,} | {values['seeds']} | {score(values, 'best')} "
+            f"| {above(values, 'best')} | {score(values, 'valid')} | {above(values, 'valid')} | {values['machines']} "
+            f"| {traced(values)} |"
+        )
+    if any("no" in values["traced"].split(" / ") for _, values in rows):
+        lines += ["", f"traced: each seed's record; {FOOTNOTE}"]
+    lines += ["", "Made by:", "", "```", command, "```", ""]
+    return "\n".join(lines)
+
+
+def plot(result: dict, path: Path, title: str) -> None:
+    plt = pyplot()
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
+    for ax, (key, label) in zip(axes, KEYS.items()):
+        curve = [p for p in result["dense"] if p.get(key) is not None]
+        ax.errorbar(
+            [p["params_no_emb"] for p in curve],
+            [p[key] for p in curve],
+            yerr=[p.get(f"{key}_std") or 0 for p in curve],
+            marker="s",
+            capsize=3,
+            color="black",
+            label="dense",
+        )
+        for i, (name, values) in enumerate(result["points"].items()):
+            if values.get(key) is not None:
+                ax.errorbar(
+                    [values["params_no_emb"]],
+                    [values[key]],
+                    yerr=[values.get(f"{key}_std") or 0],
+                    marker="o",
+                    capsize=3,
+                    linestyle="none",
+                    color=palette(i),
+                    label=name,
+                )
+        ax.set_xscale("log")
+        ax.set_xlabel("parameters without embeddings")
+        ax.set_ylabel(f"{metric_name(result)} ({label})")
+        ax.grid(alpha=0.3)
+    axes[1].legend(fontsize=8)
+    fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--runs-dir", type=Path, default=Path("results/runs"))
+    parser.add_argument("--dense", nargs="+", required=True, help="the dense models' run folders (the curve)")
+    parser.add_argument("--point", nargs=2, action="append", default=[], metavar=("LABEL", "RUN"))
+    parser.add_argument("--title", default="Against the dense frontier")
+    parser.add_argument("--out", type=Path, required=True)
+    args = parser.parse_args(argv)
+    labels = [label for label, _ in args.point]
+    if len(set(labels)) < len(labels):
+        parser.error("--point: a label given twice; give each model its own")
+    for parent in args.out.parents:
+        if parent.exists() and not parent.is_dir():
+            parser.error(f"--out {args.out}: {parent} is a file, not a folder")
+    try:
+        result = frontier(args.runs_dir, args.dense, dict(args.point))
+    except ReportError as error:
+        parser.exit(2, f"phm_experiments.report.frontier: {error}\n")
+    given = argv if argv is not None else sys.argv[1:]
+    command = shlex.join(["python", "-m", "phm_experiments.report.frontier", *given])
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    Path(f"{args.out}.json").write_text(json.dumps({**result, "command": command}, indent=1) + "\n")
+    Path(f"{args.out}.md").write_text(markdown(args.title, result, command))
+    plot(result, Path(f"{args.out}.png"), args.title)
+    print(f"wrote {args.out}.md, .json, .png")
+
+
+if __name__ == "__main__":
+    main()
