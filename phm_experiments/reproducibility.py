@@ -181,6 +181,12 @@ def compare(entry: dict, reference: list, any_pins: bool = False) -> list:
     return results
 
 
+def own_entry(entry: dict, reference: list):
+    """The reference's entry that lists this CPU with ``entry``'s pins (what this CPU must reproduce), or None."""
+    mine = (known for known in reference if machine() in known["machines"] and known["kernels"] == entry["kernels"])
+    return next(mine, None)
+
+
 def read_reference(path: Path = REFERENCE) -> list:
     return json.loads(Path(path).read_text())["references"] if Path(path).exists() else []
 
@@ -222,8 +228,9 @@ def main(argv=None) -> int:
     entry = measure(prepare(args.work))
     references = read_reference(args.reference)
     results = compare(entry, references, any_pins=args.any_pins)
-    for machines, why in results:
-        print(f"against {' / '.join(machines)}: {why or 'the same bits at every update'}")
+    for known, (machines, why) in zip(references, results):
+        pins = f"MKL_CBWR={known['kernels'].get('MKL_CBWR')}"
+        print(f"against {' / '.join(machines)} ({pins}): {why or 'the same bits at every update'}")
     if args.action == "add":
         same = [known for known, (_, why) in zip(references, results) if why is None]
         if same:
@@ -234,11 +241,13 @@ def main(argv=None) -> int:
         write_reference(references, args.reference)
         print(f"{machine()}: {'listed with the entry it reproduces' if same else 'a new entry'} in {args.reference}")
         return 0
-    mine = [why for machines, why in results if machine() in machines]
     if not results:
         print(f"no reference at {args.reference}: make it with `add`")
         return 1
-    return 0 if (mine and mine[0] is None) or (not mine and any(why is None for _, why in results)) else 1
+    own = own_entry(entry, references)
+    if own is not None:  # this CPU made or reproduced an entry of these pins: it must again
+        return 0 if compare(entry, [own])[0][1] is None else 1
+    return 0 if any(why is None for _, why in results) else 1
 
 
 if __name__ == "__main__":
