@@ -73,6 +73,10 @@ def main(argv=None) -> None:
     if os.environ.get("PHM_DETERMINISTIC_ALGORITHMS") == "1":  # pinned kernels (kernels.py)
         # warn_only: an op without a deterministic kernel says so in the log instead of ending the run
         torch.use_deterministic_algorithms(True, warn_only=True)
+    if os.environ.get("PHM_EXACT_SQRT") == "1":
+        from .kernels import exact_sqrt
+
+        exact_sqrt()
 
     # fairseq-train's log format, which phm-run reads (fairseq_cli/train.py sets it only where
     # nothing has configured logging before it)

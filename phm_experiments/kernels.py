@@ -28,6 +28,10 @@ PINNED = {
     "PHM_DETERMINISTIC_ALGORITHMS": "1",
 }
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS")
+# Not pinned by default, recorded where set: PHM_EXACT_SQRT=1 makes the training launcher take float32
+# square roots in float64 (exact_sqrt), for the trial of MKL_CBWR=COMPATIBLE across Intel and AMD
+# (docs/reproducibility.md)
+OPTIONAL = ("PHM_EXACT_SQRT",)
 
 
 def pinned_environment(threads: int, environ=None) -> dict:
@@ -41,7 +45,25 @@ def pinned_environment(threads: int, environ=None) -> dict:
 def kernel_environment(environ) -> dict:
     """What of ``environ`` chooses kernels, as a record stores it (the variables PINNED names and the
     thread counts, those that are set)."""
-    return {name: environ[name] for name in (*PINNED, *THREAD_VARIABLES) if name in environ}
+    return {name: environ[name] for name in (*PINNED, *THREAD_VARIABLES, *OPTIONAL) if name in environ}
+
+
+def exact_sqrt() -> None:
+    """float32 square roots (Adam's denominator: Tensor.sqrt) computed in float64 and rounded back: correctly
+    rounded on every CPU. MKL's VML, which takes torch's float32 sqrt, starts from the rsqrtps approximation,
+    whose tables differ between Intel and AMD silicon, even in MKL_CBWR=COMPATIBLE."""
+    import torch
+
+    def through_float64(sqrt):
+        def exact(tensor, *args, **kwargs):
+            if isinstance(tensor, torch.Tensor) and tensor.dtype == torch.float32 and not args and not kwargs:
+                return sqrt(tensor.double()).float()
+            return sqrt(tensor, *args, **kwargs)
+
+        return exact
+
+    torch.Tensor.sqrt = through_float64(torch.Tensor.sqrt)
+    torch.sqrt = through_float64(torch.sqrt)
 
 
 def main() -> None:

@@ -143,7 +143,7 @@ def measure(data: Path) -> dict:
         "date": datetime.date.today().isoformat(),
         "git_commit": git_commit(),
         "torch": torch.__version__,
-        "kernels": kernel_environment(pinned_environment(1)),
+        "kernels": kernel_environment({**os.environ, **pinned_environment(1)}),
         "data_sha256": data_sha256(data),
         "trails": trails(data),
     }

@@ -38,6 +38,22 @@ def test_phm_runs_commands_run_pinned_at_its_thread_count_unless_told_native(mon
     assert provenance.environment()["kernels"] == {}
 
 
+def test_exact_sqrt_rounds_float32_square_roots_correctly_and_leaves_other_calls_alone(monkeypatch):
+    import torch
+
+    monkeypatch.setattr(torch.Tensor, "sqrt", torch.Tensor.sqrt)  # restored after the test
+    monkeypatch.setattr(torch, "sqrt", torch.sqrt)
+    x = torch.rand(4096, generator=torch.Generator().manual_seed(0)) * 100
+    kernels.exact_sqrt()
+    correctly_rounded = x.double().sqrt().float()
+    assert torch.equal(x.sqrt(), correctly_rounded) and torch.equal(torch.sqrt(x), correctly_rounded)
+    assert x.sqrt().dtype == torch.float32
+    assert torch.equal(x.double().sqrt(), torch.sqrt(x.double()))  # float64 as before
+    out = torch.empty_like(x)
+    torch.sqrt(x, out=out)  # other call forms go to torch's own
+    assert torch.allclose(out, correctly_rounded)
+
+
 def test_a_record_of_an_uncommitted_tree_keeps_its_diff(monkeypatch):
     monkeypatch.setattr(provenance, "git_commit", lambda: "abc1234+uncommitted")
     monkeypatch.setattr(provenance, "git_diff", lambda: "--- a/x\n+++ b/x\n")
