@@ -736,6 +736,27 @@ def test_models_that_do_not_correspond_one_to_one_are_refused(copy_task):
         compress_into(dense, target)
 
 
+def test_phydi_is_refused_rather_than_left_to_the_fine_tuning_that_cannot_load_the_result(copy_task, tmp_path):
+    """--phydi adds parameters (the residual gates): a compressed checkpoint has none, so the flag cannot be
+    passed on to fine-tuning as the training options can; phm-compress says so, and writes nothing."""
+    from phm_fairseq.models.compress import compress_into
+
+    out = tmp_path / "out.pt"
+    for flags in (["--phydi"], ["--phydi", "--dropout", "0.1"], ["--dropout", "0.1", "--phydi"]):
+        code, _, stderr = phm_compress("dense.pt", "--arch", "phm_transformer_demo", *flags, "--out", out)
+        assert code == 2 and "cannot honour --phydi: PHYDI adds a residual_gate parameter" in stderr, stderr
+        assert "Compress and fine-tune without --phydi" in stderr
+        assert "give training options to fairseq-train" not in stderr, stderr  # i.e. not: pass it when fine-tuning
+    assert not out.exists()
+    # what the refusal says: the compressed model's parameters do not load into a --phydi model
+    dense, _ = build(copy_task, "--arch", "transformer_twin_demo")
+    target, _ = build(copy_task, "--arch", "phm_transformer_demo", "--phm-n", "2")
+    compress_into(dense, target)
+    gated, _ = build(copy_task, "--arch", "phm_transformer_demo", "--phm-n", "2", "--phydi")
+    with pytest.raises(RuntimeError, match=r"Missing key\(s\) in state_dict: .*residual_gate"):
+        gated.load_state_dict(target.state_dict(), strict=True)
+
+
 @pytest.mark.slow
 def test_kronecker_structure_script_rebuilds_the_initial_weights(copy_task, tmp_path, capsys):
     """scripts/kronecker_structure.py compares a run's weights with their initialisation, which

@@ -127,9 +127,20 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+PHYDI_REFUSAL = (
+    "cannot honour --phydi: PHYDI adds a residual_gate parameter to every attention module and fc2, which the "
+    "dense model has no counterpart for, so the compressed checkpoint has none and a model built with --phydi "
+    "does not load it (fairseq-train --finetune-from-model: missing residual_gate keys). Compress and fine-tune "
+    "without --phydi"
+)
+"""--phydi is a model flag that adds parameters: unlike a training option, it cannot wait for fine-tuning."""
+
+
 def parse_args(argv):
     parser = build_parser()
     args, unknown = parser.parse_known_args(argv)
+    if any(u == "--phydi" or u.startswith("--phydi=") for u in unknown):
+        parser.error(PHYDI_REFUSAL)
     if unknown:
         parser.error(
             f"cannot honour {' '.join(unknown)}: phm-compress sets only the architecture, its hypercomplex "
