@@ -103,6 +103,24 @@ def test_stdout_holds_the_report_alone_and_the_process_is_left_as_it_was(capsys)
     assert after == before
 
 
+@pytest.mark.parametrize("arch", ["phm_transformer_demo", "quaternion_transformer_demo"])
+def test_phm_params_dense_total_is_the_dense_twins_total_with_phydi(capsys, arch):
+    """--phydi's gates (on every attention module and fc2) are in the dense twin too: the dense columns are
+    its counts, the fc2 gates included."""
+
+    def counts(arch, *flags):
+        argv = [TRANSLATION, "--task", "translation", "--source-lang", "src", "--target-lang", "tgt"]
+        code, out, err = run(capsys, "phm-params", *argv, "--arch", arch, *flags, "--json")
+        assert code == 0, err
+        return json.loads(out)
+
+    twin, ours = counts("transformer_twin_demo", "--phydi"), counts(arch, "--phydi")
+    assert (
+        twin["total"] == counts("transformer_twin_demo")["total"] + 10
+    )  # 2 encoder layers x 2 gates, 2 decoder layers x 3
+    assert ours["dense_total"] == twin["total"] and ours["dense_without_embeddings"] == twin["without_embeddings"]
+
+
 def test_phm_params_reads_a_moved_checkpoint_with_data_and_refuses_data_for_a_new_model(capsys):
     code, _out, err = run(capsys, "phm-params", FIXTURES / "phm_fused.pt")
     assert code == 2 and "does not exist here: pass --data DIR" in err

@@ -30,3 +30,16 @@ def test_frozen_parameters_are_counted_but_not_trainable():
     counts = count_parameters(model)
     assert counts.trainable == counts.total - 1600
     assert counts.without_embeddings == (16 * 64 // 4 + 64) + (64 * 16 // 4) + 32
+
+
+def test_a_parameter_registered_on_a_layer_besides_its_own_stays_in_the_dense_count():
+    """PHYDI's residual_gate sits on fc2 (phm_fairseq.models.transformer.gate_residual_branch): the dense model
+    has it too, so the dense count keeps it; only the factors and the bias give way to the nn.Linear."""
+    from phm_fairseq.models.transformer import gate_residual_branch
+
+    dense_model, phm_model = Tiny(LinearSpec()), Tiny(LinearSpec("phm", n=4, lowrank=2, factor_norm=True))
+    for model in (dense_model, phm_model):
+        gate_residual_branch(model.fc2)
+    dense, phm = count_parameters(dense_model), count_parameters(phm_model)
+    assert dense.total == 1600 + 16 * 64 + 64 + 64 * 16 + 32 + 1
+    assert phm.dense_total == dense.total and phm.dense_without_embeddings == dense.without_embeddings

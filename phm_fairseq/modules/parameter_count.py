@@ -48,7 +48,9 @@ def count_parameters(model: nn.Module) -> ParameterCount:
         id(p) for name, module in model.named_modules() if is_embedding(name, module) for p in module.parameters()
     }
     hypercomplex = [m for m in model.modules() if isinstance(m, PHMLinear)]
-    compressed = {id(p) for m in hypercomplex for p in m.parameters(recurse=False)}
+    # what the nn.Linear replaces: the tensors H is built from, and the bias. A parameter that something
+    # else registers on the layer (PHYDI's residual_gate on fc2) stays, as it does on a dense layer.
+    compressed = {id(t) for m in hypercomplex for t in (*m.factor_tensors(), m.bias) if isinstance(t, nn.Parameter)}
     total = sum(p.numel() for p in params.values())
     return ParameterCount(
         total=total,
