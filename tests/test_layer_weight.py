@@ -81,6 +81,49 @@ def test_every_kind_refuses_writes_and_assignments_of_its_weight(kind):
             layer.weight = value
 
 
+FITTED = {
+    **LAYERS,
+    "algebra-init": lambda: PHMLinear(8, 12, n=2, rule="algebra-init"),
+    "unshared low-rank term, normalised factors": lambda: PHMLinear(8, 12, n=2, lowrank=2, factor_norm=True),
+    "no bias": lambda: PHMLinear(8, 12, n=2, bias=False),
+}
+
+
+@pytest.mark.parametrize("mode", ["train", "merged"])
+@pytest.mark.parametrize("kind", list(FITTED))
+def test_the_call_that_the_refusal_names_sets_the_weight_and_keeps_the_bias(kind, mode):
+    """fit_phm_layer(layer, W), as the message says, on every kind of layer, with a bias or without: H
+    becomes the nearest the layer holds to W (W itself where W has the layer's structure), the bias is kept,
+    and it stays as strict as before where a bias is given."""
+    from phm_fairseq.modules import fit_phm_layer
+
+    layer = in_mode(FITTED[kind](), mode)
+    bias = None if layer.bias is None else layer.bias.detach().clone()
+    with torch.no_grad():
+        W = in_mode(FITTED[kind](), "train").build_weight()  # a weight that this kind of layer holds exactly
+    with torch.no_grad(), pytest.raises(RuntimeError) as refused:
+        layer.weight.mul_(2)
+    assert str(refused.value).endswith("phm_fairseq.modules.fit_phm_layer(layer, W)")
+    factors = fit_phm_layer(layer, W)
+    x = torch.randn(3, 8)
+    with torch.no_grad():
+        H = layer.weight.clone()
+        assert float((W - H).norm() / W.norm()) == pytest.approx(factors.relative_error, abs=1e-5)
+        torch.testing.assert_close(layer(x), F.linear(x, H, bias), rtol=1e-4, atol=1e-5)
+    if kind != "low rank":  # the nearest Kronecker sum's S_i need not have rank 1 where W's did
+        torch.testing.assert_close(H, W, rtol=1e-4, atol=1e-5)
+    if bias is None:
+        assert layer.bias is None
+        with pytest.raises(ValueError, match="the layer has no bias, but one was given"):
+            fit_phm_layer(layer, W, torch.zeros(12))
+    else:
+        assert torch.equal(layer.bias, bias)
+        with pytest.raises(ValueError, match="the layer has bias, but none was given"):
+            fit_phm_layer(layer, W, None)  # None: the dense map has no bias, which this layer cannot be
+        fit_phm_layer(layer, 2 * W, torch.ones(12))
+        torch.testing.assert_close(layer.bias, torch.ones(12), rtol=0, atol=0)
+
+
 def test_the_weight_computes_as_a_tensor_and_carries_gradients():
     layer = PHMLinear(8, 12, n=2)
     x = torch.randn(3, 8)

@@ -16,7 +16,7 @@ sum as above, then U V^T as the rank-r truncated SVD of what it leaves, W - sum_
 
 import math
 from dataclasses import dataclass
-from typing import Optional
+from typing import Optional, Union
 
 import torch
 from torch import Tensor
@@ -158,9 +158,23 @@ def _low_rank(S: Tensor, rank: int):
     return left.to(S), right.to(S)
 
 
-def fit_phm_layer(layer: PHMLinear, weight: Tensor, bias: Optional[Tensor] = None) -> KroneckerFactors:
+class _LayersOwnBias:
+    def __repr__(self) -> str:
+        return "the layer's own"
+
+
+_LAYERS_OWN_BIAS = _LayersOwnBias()
+
+
+def fit_phm_layer(
+    layer: PHMLinear, weight: Tensor, bias: Union[Tensor, None, _LayersOwnBias] = _LAYERS_OWN_BIAS
+) -> KroneckerFactors:
     """Sets ``layer`` to the nearest it can be to the dense map x W^T + bias; returns its factors
     and how near it came (``relative_error``: ||W - H||_F / ||W||_F of the layer as set).
+
+    ``bias`` left out, the layer keeps its own (none, if it has none): ``fit_phm_layer(layer, W)`` sets
+    the weight alone, as a write into a dense layer's weight would. Given, the bias is the dense map's,
+    and must match the layer's (``None``: the dense map has none, so neither may the layer).
 
     A learned rule takes the nearest Kronecker sum; any other rule (algebra-init, algebra-frozen,
     the quaternion layer) keeps the layer's A, the algebra's rule, and fits S to it. A low-rank
@@ -174,6 +188,8 @@ def fit_phm_layer(layer: PHMLinear, weight: Tensor, bias: Optional[Tensor] = Non
         factors = nearest_kronecker_sum(weight, layer.n)
     else:
         factors = nearest_with_rule(weight, layer.A)
+    if bias is _LAYERS_OWN_BIAS:
+        bias = None if layer.bias is None else layer.bias.detach().clone()
     load_kronecker_factors(layer, factors, bias)
     if layer.rank is None and layer.U is None:
         return factors
