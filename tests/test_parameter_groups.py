@@ -257,6 +257,30 @@ def test_the_model_flags_mark_every_rule_and_factor_of_a_phm_transformer():
         assert scales_of(layer.S) == (1.0, 1.0)
 
 
+@pytest.mark.parametrize("init, fused", [("one-map", 11.31), ("per-projection", 8.0)])
+def test_the_balanced_scales_of_the_demo_layers_are_the_ones_docs_training_md_gives(init, fused):
+    """docs/training.md quotes these (n = 4, demo sizes 128 and 512): the fused Q/K/V map's gain is 1/sqrt 2
+    (one-map), or 1 (per-projection)."""
+    sizes = ["--encoder-embed-dim", "128", "--decoder-embed-dim", "128"]
+    sizes += ["--encoder-ffn-embed-dim", "512", "--decoder-ffn-embed-dim", "512"]
+    _, _, model = fairseq_model("--arch", "phm_transformer_demo", "--phm-n", "4", *sizes, "--fused-qkv-init", init)
+    scales = {
+        name.split(".", 3)[-1]: round(factor_scales(layer, "balanced")["A"], 2)
+        for name, layer in model.named_modules()
+        if isinstance(layer, PHMLinear) and ".layers.0." in name and name.startswith("decoder")
+    }
+    assert scales == {
+        "self_attn.qkv_proj": fused,
+        "self_attn.out_proj": 5.66,
+        "encoder_attn.q_proj": 8.0,
+        "encoder_attn.k_proj": 8.0,
+        "encoder_attn.v_proj": 8.0,
+        "encoder_attn.out_proj": 5.66,
+        "fc1": 8.94,
+        "fc2": 8.94,
+    }
+
+
 @pytest.mark.parametrize(
     "flags, message",
     [
