@@ -28,11 +28,14 @@ def _git(*args) -> str:
     return subprocess.run(["git", *args], capture_output=True, text=True, cwd=PACKAGE_ROOT, check=True).stdout
 
 
-def git_commit() -> str:
-    """The checkout's commit, marked +uncommitted when tracked files differ from it."""
+def git_commit(ignore: tuple = ()) -> str:
+    """The checkout's commit, marked +uncommitted when tracked files differ from it (but for changes
+    to the paths ``ignore``: a record's own file, which writing the record changes)."""
     try:
         commit = _git("rev-parse", "--short", "HEAD").strip()
-        return commit + ("+uncommitted" if _git("status", "--porcelain", "--untracked-files=no").strip() else "")
+        excluded = [f":(exclude){path}" for path in ignore]
+        changed = _git("status", "--porcelain", "--untracked-files=no", "--", ".", *excluded).strip()
+        return commit + ("+uncommitted" if changed else "")
     except (OSError, subprocess.CalledProcessError):
         return "unknown"
 
