@@ -46,6 +46,10 @@ RECIPE = [
 ]
 
 
+# what tells the entries of the reference apart in check's lines (the rest of the pins are alike)
+LABEL_PINS = ("MKL_CBWR", "PHM_EXACT_SQRT")
+
+
 def machine() -> str:
     """This CPU as a reference names it: its model and the instruction sets that choose kernels."""
     model, flags = "unknown CPU", set()
@@ -229,7 +233,7 @@ def main(argv=None) -> int:
     references = read_reference(args.reference)
     results = compare(entry, references, any_pins=args.any_pins)
     for known, (machines, why) in zip(references, results):
-        pins = f"MKL_CBWR={known['kernels'].get('MKL_CBWR')}"
+        pins = ", ".join(f"{name}={known['kernels'][name]}" for name in LABEL_PINS if name in known["kernels"])
         print(f"against {' / '.join(machines)} ({pins}): {why or 'the same bits at every update'}")
     if args.action == "add":
         same = [known for known, (_, why) in zip(references, results) if why is None]
