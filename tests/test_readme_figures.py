@@ -1,7 +1,10 @@
-"""The README's Results table holds what the committed records say: each row's seeds, parameters and
-scores recomputed from results/runs as phm-collect averages them."""
+"""The README's figures are their records': each row of the Results table (seeds, parameters and scores
+recomputed from results/runs as phm-collect averages them), and each Benchmarks line (a committed report
+under benchmarks/results, with the CPU, threads, date and commit that report records)."""
 
+import json
 import re
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -51,3 +54,53 @@ def test_every_figure_of_the_results_table_is_its_records():
         assert table[model] == expected, f"{model}: the README says {table[model]}, the records {expected}"
         untraced_mark = "†" in next(line for line in lines if line.startswith(f"| {model} |"))
         assert untraced_mark == best.untraced, f"{model}: the † mark and the records' traceability disagree"
+
+
+def readme_section(title: str) -> str:
+    text = (REPO / "README.md").read_text(encoding="utf-8")
+    start = text.index(f"## {title}\n")
+    end = text.find("\n## ", start + 1)
+    return text[start : end if end != -1 else len(text)]
+
+
+def committed(path: str) -> bool:
+    """A file, or a folder holding files, that git tracks in this checkout."""
+    listed = subprocess.run(["git", "ls-files", "--", path], cwd=REPO, capture_output=True, text=True, check=True)
+    return bool(listed.stdout.strip())
+
+
+def report_labels(path: str) -> list:
+    """(CPU, threads, date, commit) of each report at ``path``: a benchmark's .md (its .json beside it)
+    or a folder of GPU runs (each run's report.json)."""
+    target = REPO / path
+    if target.is_dir():
+        labels = []
+        for report in sorted(target.glob("*/report.json")):
+            run = json.loads(report.read_text())
+            benchmarks = run["parts"].get("benchmarks", {}).get("reports", {})
+            threads = {env["environment"]["threads"] for env in benchmarks.values()}
+            cpu = run["machine"]["cpu"].split("(")[0].strip()  # "Intel(R) Xeon(R) Processor" -> "Intel"
+            labels.append((cpu, threads, run["started"][:10], run["machine"]["git_commit"]))
+        return labels
+    environment = json.loads(target.with_suffix(".json").read_text())["environment"]
+    cpu = environment["device"].split("(")[0].strip()
+    return [(cpu, {environment["threads"]}, environment["date"][:10], environment["git_commit"])]
+
+
+@pytest.mark.skipif(not (REPO / ".git").exists(), reason="not a git checkout")
+def test_every_benchmark_line_cites_a_committed_report_and_its_labels():
+    """Each line of the README's Benchmarks cites a report that git tracks under benchmarks/results, and
+    names the CPU, thread count, date and commit that the report records."""
+    lines = [line for line in readme_section("Benchmarks").splitlines() if line.startswith("- ")]
+    assert len(lines) == 5, lines
+    for line in lines:
+        cited = re.findall(r"\]\((benchmarks/results/[^)\s]+)\)", line)
+        assert cited, f"a benchmark line that cites no report under benchmarks/results: {line}"
+        for path in cited:
+            assert committed(path.rstrip("/")), f"{path}: not a committed report"
+            for cpu, threads, date, commit in report_labels(path.rstrip("/")):
+                assert cpu in line, f"{path}: the report's CPU ({cpu}) is not named: {line}"
+                counts = {int(count) for count in re.findall(r"(\d+) threads?\b", line)}
+                assert counts == threads, f"{path}: the report ran at {sorted(threads)} threads: {line}"
+                assert date in line, f"{path}: the report's date ({date}) is not named: {line}"
+                assert commit in line, f"{path}: the report's commit ({commit}) is not named: {line}"
