@@ -4,7 +4,8 @@
 # line, in order of priority). Each queue takes the first line whose runs are not finished and not held
 # by the other queue (phm-run's lock refuses a run folder in use), so the two share the list in its
 # order; an interrupted run resumes where it stopped when a queue comes back to it. The list is read
-# again after every run: lines added later are picked up. Records: results/runs/<config>/seed<S>/.
+# again after every run: lines added later are picked up. Records: results/runs/<config>/seed<S>/. A record
+# listed in results/runs/UNTRACED.txt is retrained clean (--force); remove its line when it is committed.
 #   scripts/recipe.sh            start both queues in the background (logs: work/logs/recipe-{a,b}.log)
 #   scripts/recipe.sh queue      one queue in the foreground
 #   scripts/recipe.sh report     results/converged_multi30k_recipe.{md,csv,png,curves.png,parameters.png},
@@ -15,11 +16,17 @@ cd "$(dirname "$0")/.."
 RUNS=results/runs
 LIST=${LIST:-scripts/recipe.list}  # LIST=scripts/frontier.list scripts/recipe.sh: another list
 
-pending() { # the list's lines with a seed whose result.json is missing, as "CONFIG SEED"
+pending() { # the list's runs to do, as "CONFIG SEED [--force]": those without a result.json, and those
+  # whose result.json is untraced (results/runs/UNTRACED.txt), to be retrained clean
   grep -v '^\s*\(#\|$\)' "$LIST" | while read -r config seeds; do
     for seed in ${seeds:-1}; do
-      record="$RUNS/${config#configs/}"
-      [ -f "${record%.yaml}/seed$seed/result.json" ] || echo "$config $seed"
+      folder="${config#configs/}"
+      folder="${folder%.yaml}/seed$seed"
+      if [ ! -f "$RUNS/$folder/result.json" ]; then
+        echo "$config $seed"
+      elif grep -q "^$folder " "$RUNS/UNTRACED.txt" 2>/dev/null; then
+        echo "$config $seed --force"
+      fi
     done
   done
 }
@@ -27,8 +34,8 @@ pending() { # the list's lines with a seed whose result.json is missing, as "CON
 queue() {
   while :; do
     progress=0
-    while read -r config seed; do
-      if env OMP_NUM_THREADS=1 .venv/bin/phm-run --runs-dir $RUNS "$config" --seeds "$seed"; then
+    while read -r config seed force; do
+      if env OMP_NUM_THREADS=1 .venv/bin/phm-run --runs-dir $RUNS "$config" --seeds "$seed" $force; then
         progress=1
         break  # the list may have changed: read it again
       fi
