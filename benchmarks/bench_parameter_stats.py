@@ -16,7 +16,7 @@ from pathlib import Path
 import torch
 from fairseq.optim.adam import Adam
 
-from phm_fairseq.modules.parameter_groups import ParameterStatistics
+from phm_fairseq.modules.parameter_groups import ParameterStatistics, param_groups
 
 from .bench_translation import batches, build_from_flags, training_step
 from .common import REPO, RESULTS, default_threads, environment, prepare_multi30k, timed_ratio, write_report
@@ -50,14 +50,14 @@ def main():
                     continue  # a dense model has no factors to scale
                 model, criterion, task, cfg = build_from_flags(flags + option_flags, args, args.device)
                 samples = batches(task, "train", 4, args.device, max_tokens=cfg.max_tokens)
-                optimizer = Adam(model.parameters(), lr=1e-4)  # fairseq's Adam, as fairseq-train steps
+                # fairseq's Adam, as fairseq-train steps, in the groups of the scales (phm_fairseq.models.training)
+                optimizer = Adam(param_groups(model, lr=1e-4))
                 step = training_step(model, criterion, optimizer, samples)
                 if option == "statistics":
                     statistics = ParameterStatistics(model, lambda stats: None)
-                    statistics.close()
 
-                    def measured(step=step, statistics=statistics):
-                        statistics.start()
+                    def measured(step=step, statistics=statistics, optimizer=optimizer):
+                        statistics.attach(optimizer)
                         step()
                         statistics.close()
                         sync(args.device)
@@ -66,7 +66,7 @@ def main():
                         step()
                         sync(args.device)
 
-                else:  # the scales are marks on the parameters: the baseline is the model without them
+                else:  # the scales are parameter groups: the baseline is the model without them
                     plain_model, _, _, _ = build_from_flags(flags, args, args.device)
                     plain = training_step(plain_model, criterion, Adam(plain_model.parameters(), lr=1e-4), samples)
 

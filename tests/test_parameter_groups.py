@@ -3,6 +3,7 @@ rules A and the factors S as optimizer parameter groups, and statistics by kind 
 
 import copy
 import math
+import pickle
 from pathlib import Path
 
 import pytest
@@ -15,9 +16,9 @@ from phm_fairseq.modules import LinearSpec, PHMLinear
 from phm_fairseq.modules.parameter_groups import (
     ParameterStatistics,
     factor_scales,
+    param_groups,
     parameters_by_kind,
     scales_of,
-    set_scales,
 )
 
 OPTIMIZERS = {
@@ -33,7 +34,7 @@ def two_steps(spec: LinearSpec, make_optimizer, lr=1e-2, wd=0.0, seed=0, steps=2
     torch.manual_seed(seed)
     layer = spec.build(16, 24)
     x = torch.randn(32, 16)
-    optimizer = make_optimizer(list(layer.parameters()), lr, wd)
+    optimizer = make_optimizer(param_groups(layer, lr, wd), lr, wd)
     before = (layer.A.detach().clone(), layer.S.detach().clone())
     for _ in range(steps):
         optimizer.zero_grad()
@@ -60,7 +61,7 @@ def test_a_factor_lr_scale_under_sgd_is_the_lr_times_the_scale():
     torch.manual_seed(0)
     layer = LinearSpec("phm", n=4, factor_lr_scale=0.25).build(16, 24)
     x = torch.randn(32, 16)
-    optimizer = torch.optim.SGD(layer.parameters(), lr=0.1)
+    optimizer = torch.optim.SGD(param_groups(layer, lr=0.1))
     layer(x).square().mean().backward()
     grad_S, grad_A, S, A = (
         layer.S.grad.clone(),
@@ -85,14 +86,23 @@ def test_no_rule_decay_steps_the_rules_as_without_weight_decay(name):
     assert not torch.allclose(A_decayed, A_plain)  # the decay is large enough to see
 
 
-def test_the_optimizer_keeps_its_own_groups_its_state_and_its_lr_schedule():
-    """The split lasts for the step only: state_dict, checkpoints and lr schedulers see the one group they
-    built, and a restored optimizer goes on as the original."""
+def test_fairseqs_optimizer_is_split_once_and_its_set_lr_keeps_each_groups_scale():
+    """FairseqOptimizer.set_lr, which fairseq's lr schedulers call at each update, writes one lr into every
+    group: the optimizer that fairseq's Trainer builds (one flat group) is split by scale once, its set_lr
+    multiplies each group's lr_scale, its state_dict holds the groups, and a restored optimizer goes on
+    bit for bit as the original, from a state saved split or (an earlier version's) as one group."""
+    from phm_fairseq.models.training import prepare_optimizer
+
     torch.manual_seed(0)
     layer = LinearSpec("phm", n=4, rule_lr_scale=3, factor_decay=False).build(16, 24)
     cfg = FairseqAdamConfig(lr=[0.01], weight_decay=0.1, adam_betas="(0.9, 0.98)")
-    optimizer = FairseqAdam(cfg, list(layer.parameters()))  # fairseq's wrapper, as fairseq-train builds it
     x = torch.randn(8, 16)
+
+    def build(split=True):
+        optimizer = FairseqAdam(cfg, list(layer.parameters()))  # as fairseq-train builds it
+        if split:
+            prepare_optimizer(optimizer, layer)
+        return optimizer
 
     def step(opt, lr):
         opt.set_lr(lr)  # what fairseq's lr schedulers call
@@ -102,28 +112,105 @@ def test_the_optimizer_keeps_its_own_groups_its_state_and_its_lr_schedule():
         opt.step()
         return layer.A.detach() - A
 
+    optimizer = build()
     step(optimizer, 0.01)
-    assert len(optimizer.param_groups) == 1 and optimizer.param_groups[0]["lr"] == 0.01
+    groups = optimizer.param_groups
+    assert [(g["lr_scale"], g["weight_decay_scale"], g["lr"], g["weight_decay"]) for g in groups] == [
+        (1.0, 1.0, 0.01, 0.1),
+        (1.0, 0.0, 0.01, 0.0),
+        (3.0, 1.0, 0.03, 0.1),
+    ]
+    assert optimizer.get_lr() == 0.01  # the unscaled group first: fairseq logs the scheduler's lr
     state = copy.deepcopy(optimizer.state_dict())
-    assert len(state["param_groups"]) == 1
+    assert [g["lr_scale"] for g in state["param_groups"]] == [1.0, 1.0, 3.0]
     snapshot = copy.deepcopy(layer.state_dict())
     moved = step(optimizer, 0.002)
     assert moved.abs().max() <= 3 * 0.002 * 1.2  # Adam moves by about lr x scale (bias-corrected: 1.05 x)
     assert moved.abs().max() > 2 * 0.002  # ... and here more than the unscaled lr would give
+    after = copy.deepcopy(layer.state_dict())
 
     layer.load_state_dict(snapshot)
-    restored = FairseqAdam(cfg, list(layer.parameters()))
-    restored.load_state_dict(state)
-    torch.testing.assert_close(step(restored, 0.002), moved)
+    restored = build()
+    restored.load_state_dict(copy.deepcopy(state))  # torch steps the loaded state's tensors in place
+    step(restored, 0.002)
+    assert all(torch.equal(after[k], v) for k, v in layer.state_dict().items())
+
+    # a state saved with one group (by an earlier version, or a run without scales): regrouped as it loads
+    layer.load_state_dict(snapshot)
+    restored = build()
+    restored.load_state_dict(_one_group(state, layer))
+    step(restored, 0.002)
+    assert all(torch.equal(after[k], v) for k, v in layer.state_dict().items())
 
 
-def test_scales_travel_with_a_shared_rule_and_leave_unmarked_parameters_alone():
-    model = nn.Sequential(*(LinearSpec("phm", n=4, rule_lr_scale=5, shared_rule="model").build(8, 8) for _ in range(3)))
-    LinearSpec("phm", n=4, rule_lr_scale=5, shared_rule="model").finish_model(model)
-    assert model[1].A is model[0].A and scales_of(model[2].A) == (5.0, 1.0)
-    assert scales_of(model[0].bias) == (1.0, 1.0) and not hasattr(model[0].S, "optim_overrides")
-    set_scales(model[0].A, 1.0, 1.0)  # scales of 1 are no mark at all
-    assert not hasattr(model[0].A, "optim_overrides")
+def _one_group(state, layer):
+    """The split optimizer's ``state`` as an optimizer of one group of ``layer.parameters()`` saves it."""
+    indices = [i for group in state["param_groups"] for i in group["params"]]
+    split_order = [id(p) for group in param_groups(layer) for p in group["params"]]
+    flat = [indices[split_order.index(id(p))] for p in layer.parameters()]
+    group = {k: v for k, v in state["param_groups"][0].items() if k not in ("lr_scale", "weight_decay_scale")}
+    return {
+        "state": {new: state["state"][old] for new, old in enumerate(flat) if old in state["state"]},
+        "param_groups": [{**group, "params": list(range(len(flat)))}],
+    }
+
+
+def test_an_optimizer_of_the_users_own_is_left_alone():
+    """No hook of the plugin's: torch's LBFGS (which takes exactly one group) and any optimizer built from
+    ``model.parameters()`` step every parameter with their one lr, scales or not (issue 58, item 9)."""
+    torch.manual_seed(0)
+    layer = LinearSpec("phm", n=4, rule_lr_scale=10).build(16, 24)
+    x = torch.randn(8, 16)
+    optimizer = torch.optim.LBFGS(layer.parameters(), max_iter=3)
+
+    def closure():
+        optimizer.zero_grad()
+        loss = layer(x).square().mean()
+        loss.backward()
+        return loss
+
+    first = closure().item()
+    optimizer.step(closure)
+    assert closure().item() < first and len(optimizer.param_groups) == 1
+    sgd = torch.optim.SGD(layer.parameters(), lr=0.1)
+    closure()
+    A, grad = layer.A.detach().clone(), layer.A.grad.clone()
+    sgd.step()
+    torch.testing.assert_close(layer.A.detach(), A - 0.1 * grad)  # the lr itself: the scales are not applied
+
+
+def _renewed(layer, how):
+    """``layer`` after one of the ways PyTorch makes new Parameters for a module."""
+    if how == "deepcopy":
+        return copy.deepcopy(layer)
+    if how == "meta, to_empty":
+        with torch.device("meta"):
+            built = LinearSpec("phm", n=4, rule_lr_scale=10, factor_decay=False).build(16, 24)
+        return built.to_empty(device="cpu")
+    if how == "load_state_dict(assign=True)":
+        layer.load_state_dict({k: v.clone() for k, v in layer.state_dict().items()}, assign=True)
+        return layer
+    if how == "to meta":
+        return layer.to("meta")
+    if how == "overwrite on conversion":
+        torch.__future__.set_overwrite_module_params_on_conversion(True)
+        try:
+            return layer.double()
+        finally:
+            torch.__future__.set_overwrite_module_params_on_conversion(False)
+    raise AssertionError(how)
+
+
+@pytest.mark.parametrize(
+    "how", ["deepcopy", "meta, to_empty", "load_state_dict(assign=True)", "to meta", "overwrite on conversion"]
+)
+def test_the_scales_survive_every_way_pytorch_makes_new_parameters(how):
+    """The scales live on the module, by parameter name (issue 58, item 4): a new Parameter object keeps them."""
+    layer = _renewed(LinearSpec("phm", n=4, rule_lr_scale=10, factor_decay=False).build(16, 24), how)
+    assert scales_of(layer, "A") == (10.0, 1.0) and scales_of(layer, "S") == (1.0, 0.0)
+    by_scales = {(g["lr_scale"], g["weight_decay_scale"]): g["params"] for g in param_groups(layer)}
+    assert [id(p) for p in by_scales[(10.0, 1.0)]] == [id(layer.A)]
+    assert [id(p) for p in by_scales[(1.0, 0.0)]] == [id(layer.S)]
 
 
 def test_balanced_scales_give_a_and_s_the_same_relative_first_adam_step():
@@ -144,7 +231,7 @@ def test_mup_scales_are_the_dense_fan_in_over_each_factors():
     assert low_rank["S_left"] == 16.0 and low_rank["S_right"] == 4.0
     spec = LinearSpec("phm", n=4, rule_lr_scale="mup", factor_lr_scale="balanced")
     layer = spec.build(128, 512)
-    assert scales_of(layer.A) == (32.0, 1.0) and scales_of(layer.S) == (1.0, 1.0)
+    assert scales_of(layer, "A") == (32.0, 1.0) and scales_of(layer, "S") == (1.0, 1.0)
 
 
 @pytest.mark.parametrize(
@@ -170,8 +257,8 @@ def test_a_kind_that_starts_at_zero_logs_a_bounded_relative_update():
     model = nn.Module()
     model.residual_gate = gate
     logged = []
-    statistics = ParameterStatistics(model, logged.append)
     optimizer = torch.optim.SGD([gate], lr=0.1)
+    statistics = ParameterStatistics(model, logged.append, optimizer)
     for _ in range(2):
         gate.grad = -torch.ones(3)
         optimizer.step()
@@ -184,16 +271,16 @@ def test_a_kind_that_starts_at_zero_logs_a_bounded_relative_update():
 
 def test_quaternion_factors_take_a_scale():
     layer = LinearSpec("quaternion", factor_lr_scale="mup", factor_decay=False).build(8, 8)
-    assert scales_of(layer.S) == (4.0, 0.0) and not isinstance(layer.A, nn.Parameter)
+    assert scales_of(layer, "S") == (4.0, 0.0) and not isinstance(layer.A, nn.Parameter)
 
 
 def test_statistics_by_kind_are_the_norms_of_what_the_optimizer_stepped():
     torch.manual_seed(0)
     model = nn.Sequential(PHMLinear(8, 8, n=2), nn.LayerNorm(8), nn.Linear(8, 4), nn.Embedding(5, 3))
     logged = []
-    statistics = ParameterStatistics(model, logged.append)
-    assert list(statistics.kinds) == ["rule", "factor", "dense", "bias", "norm"] + ["embedding"]
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    statistics = ParameterStatistics(model, logged.append).attach(optimizer)
+    assert list(statistics.kinds) == ["rule", "factor", "dense", "bias", "norm"] + ["embedding"]
     model[:3](torch.randn(4, 8)).sum().backward()  # the embedding gets no gradient: not stepped, not counted
     grads = {name: p.grad.clone() for name, p in model.named_parameters() if p.grad is not None}
     before = {name: p.detach().clone() for name, p in model.named_parameters()}
@@ -211,7 +298,7 @@ def test_statistics_by_kind_are_the_norms_of_what_the_optimizer_stepped():
         # SGD moves by lr x gradient; relative to the larger of the norms before and after the step
         larger = torch.maximum(stats[f"pnorm_{kind}"], norm([after[n] for n in names]))
         torch.testing.assert_close(stats[f"update_{kind}"], 0.1 * stats[f"gnorm_{kind}"] / larger)
-    other = torch.optim.SGD([nn.Parameter(torch.ones(2))], lr=0.1)  # an optimizer of other parameters
+    other = torch.optim.SGD([nn.Parameter(torch.ones(2))], lr=0.1)  # an optimizer it is not attached to
     other.param_groups[0]["params"][0].grad = torch.ones(2)
     other.step()
     assert len(logged) == 1
@@ -253,8 +340,8 @@ def test_the_model_flags_mark_every_rule_and_factor_of_a_phm_transformer():
         len(layers) == 12
     )  # per layer: fused Q/K/V, out, fc1, fc2; in the decoder also Q, K, V, out of its encoder attention
     for layer in layers:
-        assert scales_of(layer.A) == (factor_scales(layer, "balanced")["A"], 1.0) > (1.0, 1.0)
-        assert scales_of(layer.S) == (1.0, 1.0)
+        assert scales_of(layer, "A") == (factor_scales(layer, "balanced")["A"], 1.0) > (1.0, 1.0)
+        assert scales_of(layer, "S") == (1.0, 1.0)
 
 
 @pytest.mark.parametrize("init, fused", [("one-map", 11.31), ("per-projection", 8.0)])
@@ -286,7 +373,6 @@ def test_the_balanced_scales_of_the_demo_layers_are_the_ones_docs_training_md_gi
     [
         (["--arch", "transformer_twin_demo", "--factor-lr-scale", "2"], "--factor-lr-scale 2.0: .*a dense layer"),
         (["--arch", "quaternion_transformer_demo", "--no-rule-decay"], "--no-rule-decay: .*the rule A of quaternion"),
-        (["--arch", "phm_transformer_demo", "--phm-n", "4", "--rule-lr-scale", "0"], "--rule-lr-scale 0.0: rule_lr"),
         (
             ["--arch", "phm_transformer_demo", "--phm-n", "4", "--phm-rule", "algebra-frozen", "--rule-lr-scale", "2"],
             "--phm-n 4 --phm-rule algebra-frozen --rule-lr-scale 2.0: .*frozen rule",
@@ -335,4 +421,82 @@ def test_fairseq_trainer_steps_with_the_scales_and_logs_the_statistics_in_its_me
     # the rule at 10 x the lr moves, relative to its size, about as fast as the factors (the 'balanced' rule
     # asks 1 / (sqrt(n) rms(W)), 5.7 at 32 -> 32 and 7.9 at 32 -> 96, n = 4), and far faster than at 1 x
     assert 0.3 < logged["update_rule"] / logged["update_factor"] < 3
-    assert len(trainer.optimizer.param_groups) == 1
+    assert [g["lr_scale"] for g in trainer.optimizer.param_groups] == [1.0, 10.0]
+
+
+def test_an_lr_scale_is_parsed_and_checked_where_the_flag_is_read():
+    with pytest.raises(SystemExit):  # argparse: "invalid lr_scale value: '0'"
+        fairseq_args("--arch", "phm_transformer_demo", "--phm-n", "4", "--rule-lr-scale", "0")
+    assert fairseq_args("--arch", "phm_transformer_demo", "--rule-lr-scale", "mup").rule_lr_scale == "mup"
+
+
+def test_the_linear_maps_are_decided_once_per_model(monkeypatch):
+    """build_model decides the maps and hands them to the encoder and the decoder (not 3 specs a model)."""
+    from phm_fairseq.models import transformer
+
+    made = []
+    decide = transformer.linear_spec_from_args
+    monkeypatch.setattr(transformer, "linear_spec_from_args", lambda *a, **k: made.append(1) or decide(*a, **k))
+    _, _, model = fairseq_model("--arch", "phm_transformer_demo", "--phm-n", "4")
+    assert len(made) == 1
+    assert model.encoder.maps is model.decoder.maps
+
+
+def _sample(task):
+    tokens = torch.randint(4, len(task.target_dictionary), (8, 6))
+    return {
+        "id": torch.arange(8),
+        "nsentences": 8,
+        "ntokens": tokens.numel(),
+        "net_input": {"src_tokens": tokens, "src_lengths": torch.full((8,), 6), "prev_output_tokens": tokens},
+        "target": tokens,
+    }
+
+
+def test_a_trained_model_loads_for_inference_without_training_machinery_and_resumes_bit_for_bit(tmp_path):
+    """issue 58, item 5: a model trained with --log-parameter-stats and scales, loaded with checkpoint_utils,
+    pickles and torch.saves, and no optimizer hook is installed; --restore-file goes on as the uninterrupted run."""
+    import io
+
+    from fairseq import checkpoint_utils
+    from fairseq.dataclass.utils import convert_namespace_to_omegaconf
+    from fairseq.logging import metrics
+    from fairseq.trainer import Trainer
+    from torch.optim.optimizer import _global_optimizer_post_hooks, _global_optimizer_pre_hooks
+
+    flags = ["--arch", "phm_transformer_demo", "--phm-n", "4", "--rule-lr-scale", "balanced", "--no-factor-decay"]
+    flags += ["--log-parameter-stats", "--save-dir", str(tmp_path)]
+
+    def trainer_of():
+        torch.manual_seed(1)
+        args, task, model = fairseq_model(*flags)
+        return Trainer(convert_namespace_to_omegaconf(args), task, model, task.build_criterion(args)), task
+
+    trainer, task = trainer_of()
+    torch.manual_seed(2)
+    samples = [_sample(task) for _ in range(4)]
+    for sample in samples[:2]:
+        with metrics.aggregate(new_root=True):
+            trainer.train_step([sample])
+    trainer.consolidate_optimizer()  # as fairseq's checkpoint_utils.save_checkpoint does
+    trainer.save_checkpoint(str(tmp_path / "checkpoint.pt"), {})
+    for sample in samples[2:]:
+        with metrics.aggregate(new_root=True):
+            trainer.train_step([sample])
+
+    resumed, _ = trainer_of()
+    resumed.load_checkpoint(str(tmp_path / "checkpoint.pt"))
+    assert resumed.get_num_updates() == 2 and len(resumed.optimizer.param_groups) > 2  # split by scale
+    for sample in samples[2:]:
+        with metrics.aggregate(new_root=True):
+            resumed.train_step([sample])
+    for (name, p), q in zip(trainer.model.named_parameters(), resumed.model.parameters()):
+        assert torch.equal(p, q), name
+
+    (model,), _ = checkpoint_utils.load_model_ensemble(
+        [str(tmp_path / "checkpoint.pt")], arg_overrides={"data": DICTIONARIES}
+    )
+    pickle.loads(pickle.dumps(model))
+    torch.save(model, io.BytesIO())
+    assert not _global_optimizer_pre_hooks and not _global_optimizer_post_hooks
+    assert not any(hasattr(m, "parameter_statistics") for m in model.modules())

@@ -2,4 +2,6 @@
 
 import fairseq  # noqa: F401  (first: the plugin registers whole before these modules import one another)
 
-from . import lstm_nli, transformer, transformer_classifier  # noqa: F401
+from . import lstm_nli, training, transformer, transformer_classifier  # noqa: F401
+
+training.install()  # fairseq's Trainer splits its optimizer by the layers' lr scales (training.py)

@@ -4,17 +4,9 @@ Each flag is declared once, as argparse's keyword arguments in a table (LINEAR_F
 model's; TRANSFORMER_FLAGS: the Transformers' besides), that the models' add_args and phm-compress
 read: a flag added or changed here is one of theirs too."""
 
-from fairseq.logging import metrics
-
 from ..modules import KINDS, RULES, SHARED_RULE_SCOPES, LinearSpec
-from ..modules.parameter_groups import SCALE_RULES, ParameterStatistics
+from ..modules.parameter_groups import lr_scale
 from .attention import FUSED_QKV_INITS
-
-
-def lr_scale(value: str):
-    """--rule-lr-scale / --factor-lr-scale: a number, or the name of a rule (checked by LinearSpec)."""
-    return value if value in SCALE_RULES else float(value)
-
 
 LINEAR_FLAGS = {
     "--linear-kind": dict(
@@ -92,7 +84,8 @@ LINEAR_FLAGS = {
         action="store_true",
         help="log, per kind of parameter (rule, factor, dense, bias, norm, embedding), the gradient norm "
         "(gnorm_<kind>), the parameter norm (pnorm_<kind>) and the relative update of each step "
-        "(update_<kind>), averaged like fairseq's own training statistics (json log, --tensorboard-logdir)",
+        "(update_<kind>), averaged like fairseq's own training statistics (json log, --tensorboard-logdir); "
+        "fairseq's Trainer attaches them to its optimizer (phm_fairseq.models.training)",
     ),
 }
 """Every model's flags of its linear maps: argparse's keyword arguments by flag."""
@@ -207,21 +200,6 @@ def linear_spec_from_args(args, feature_sizes: dict) -> LinearSpec:
     spec.check_sizes(feature_sizes, n_as="--phm-n", lowrank_as="--phm-lowrank")
     _check_optimizer_sees_parameters(args)
     return spec
-
-
-def finish_model(spec: LinearSpec, args, model, sides=()):
-    """``spec.finish_model``, then what the flags ask of the model as a whole: --log-parameter-stats."""
-    model = spec.finish_model(model, sides)
-    if getattr(args, "log_parameter_stats", False):
-        # a plain attribute: the statistics live as long as the model, and are no module of it
-        model.parameter_statistics = ParameterStatistics(model, log_parameter_statistics)
-    return model
-
-
-def log_parameter_statistics(statistics: dict) -> None:
-    """Into fairseq's metrics, as it logs gnorm: averaged over the log interval and the epoch."""
-    for key, value in statistics.items():
-        metrics.log_scalar(key, value, priority=1000)
 
 
 def training_options_from_args(args) -> dict:

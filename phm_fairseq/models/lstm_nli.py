@@ -17,7 +17,7 @@ from torch import nn
 
 from ..modules import GATE_LAYOUTS, HypercomplexLSTM, LinearSpec, max_mean_pool
 from ..tasks.nli import NLITask
-from .linear_args import add_linear_args, finish_model, linear_spec_from_args
+from .linear_args import add_linear_args, linear_spec_from_args
 from .task_check import require_task
 from .word_vectors import glove_embeddings
 
@@ -172,7 +172,7 @@ class LSTMNLIModel(BaseFairseqModel):
         classifier = PairClassifier(
             2 * encoder.output_units, args.classifier_hidden_dim, len(task.labels), args.dropout, args.pair_features
         )
-        return finish_model(linear, args, cls(encoder, classifier), sides=(encoder,))
+        return linear.finish_model(cls(encoder, classifier), sides=(encoder,))
 
     def forward(self, premise, premise_lengths, hypothesis, hypothesis_lengths):
         # Both sentences in one recurrent pass: a batch of 2 x batch sequences, as wide as the

@@ -6,7 +6,9 @@ One registered model (``hypercomplex_transformer``) whose kind of linear map is 
 Embeddings and the (tied) output projection stay dense, as in the paper.
 """
 
+from contextvars import ContextVar
 from dataclasses import dataclass
+from typing import Optional
 
 import torch
 from fairseq.distributed import fsdp_wrap
@@ -24,7 +26,7 @@ from torch import nn
 
 from ..modules import LinearSpec
 from .attention import HypercomplexMultiheadAttention
-from .linear_args import add_linear_args, add_transformer_args, finish_model, linear_spec_from_args
+from .linear_args import add_linear_args, add_transformer_args, linear_spec_from_args
 from .positions import set_positions_at_every_load
 from .quaternion_attention import QuaternionMultiheadAttention
 from .task_check import require_translation_task
@@ -291,23 +293,36 @@ class HypercomplexTransformerModel(TransformerModel):
 
     @classmethod
     def build_model(cls, args, task):
+        """fairseq's, with the linear maps decided once from the flags (``linear_maps_from_args``) and
+        handed to the encoder and the decoder, which fairseq's build_model builds through
+        ``build_encoder`` and ``build_decoder`` (``_building``: the maps for the duration of the call)."""
         require_translation_task(args, task)
         base_architecture(args)
         maps = linear_maps_from_args(args)
-        model = super().build_model(args, task)
-        return finish_model(maps.model_spec, args, model, sides=(model.encoder, model.decoder))
+        building = _building.set(maps)
+        try:
+            model = super().build_model(args, task)
+        finally:
+            _building.reset(building)
+        return maps.model_spec.finish_model(model, sides=(model.encoder, model.decoder))
 
     @classmethod
     def build_encoder(cls, args, src_dict, embed_tokens):
         cfg = TransformerConfig.from_namespace(args)
-        return HypercomplexTransformerEncoder(cfg, src_dict, embed_tokens, linear_maps_from_args(args))
+        maps = _building.get() or linear_maps_from_args(args)
+        return HypercomplexTransformerEncoder(cfg, src_dict, embed_tokens, maps)
 
     @classmethod
     def build_decoder(cls, args, tgt_dict, embed_tokens):
         cfg = TransformerConfig.from_namespace(args)
-        return HypercomplexTransformerDecoder(
-            cfg, tgt_dict, embed_tokens, linear_maps_from_args(args), no_encoder_attn=cfg.no_cross_attention
-        )
+        maps = _building.get() or linear_maps_from_args(args)
+        return HypercomplexTransformerDecoder(cfg, tgt_dict, embed_tokens, maps, no_encoder_attn=cfg.no_cross_attention)
+
+
+_building: ContextVar[Optional[TransformerLinearMaps]] = ContextVar("phm_transformer_maps", default=None)
+"""The maps of the model that ``build_model`` is building, for its ``build_encoder`` and ``build_decoder``
+(called by fairseq's build_model, which hands them only the flags); outside it (a caller of those alone),
+the maps are made from the flags."""
 
 
 # --- architectures ------------------------------------------------------------------------

@@ -19,7 +19,6 @@ from fairseq.models.transformer import TransformerConfig, TransformerModel, base
 
 from ..modules import LinearSpec, mean_pool
 from ..tasks.sentence_classification import SentenceClassificationTask
-from .linear_args import finish_model
 from .task_check import require_task
 from .transformer import (
     HypercomplexTransformerEncoder,
@@ -60,7 +59,7 @@ class TransformerClassifierModel(FairseqEncoderModel):
         embed_tokens = TransformerModel.build_embedding(cfg, dictionary, cfg.encoder.embed_dim)
         encoder = HypercomplexTransformerEncoder(cfg, dictionary, embed_tokens, maps)
         output_layer = LinearSpec("dense").build(cfg.encoder.embed_dim, len(task.labels))
-        return finish_model(maps.model_spec, args, cls(encoder, output_layer), sides=(encoder,))
+        return maps.model_spec.finish_model(cls(encoder, output_layer), sides=(encoder,))
 
     def forward(self, src_tokens, src_lengths):
         encoded = self.encoder(src_tokens, src_lengths)

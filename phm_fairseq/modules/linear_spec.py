@@ -9,13 +9,12 @@ which both use), and the one function that maps command-line flags to a spec
 (``phm_fairseq.models.linear_args``); no model changes.
 """
 
-import math
 from dataclasses import dataclass
 from typing import Iterable, Optional, Union
 
 from torch import nn
 
-from .parameter_groups import SCALE_RULES, factor_scales, set_scales
+from .parameter_groups import factor_scales, lr_scale, set_scales
 from .phm_linear import PHMLinear, QuaternionLinear
 from .validation import RULES, check_layer_sizes, check_lowrank, check_phm_options, divisors  # noqa: F401  (RULES)
 
@@ -48,7 +47,9 @@ class LinearSpec:
         the learning rate of A and of S (or its factors), relative to the optimizer's: a number,
         or a rule of ``parameter_groups.SCALE_RULES`` that derives it from n and each layer's shape.
     rule_decay, factor_decay: whether the optimizer's weight decay applies to A and to S.
-    The last four shape training only (``parameter_groups``), never the layers' outputs.
+    The last four shape training only, never the layers' outputs: ``build`` records them on each
+    layer (``parameter_groups.set_scales``), and ``parameter_groups.param_groups`` makes an
+    optimizer's parameter groups of them.
 
     Every map is initialised to the variance of ``xavier_uniform_(gain)``, whatever its kind, so
     that kinds compare like for like.
@@ -70,7 +71,10 @@ class LinearSpec:
         if self.kind not in KINDS:
             raise ValueError(f"unknown linear kind {self.kind!r}: choose one of {', '.join(KINDS)}")
         for name in ("rule_lr_scale", "factor_lr_scale"):
-            object.__setattr__(self, name, _check_scale(name, getattr(self, name)))
+            try:
+                object.__setattr__(self, name, lr_scale(getattr(self, name)))
+            except ValueError as error:
+                raise ValueError(f"{name}={error}") from None
         self._check_training_options()
         if self.kind != "phm":
             given = [
@@ -180,7 +184,8 @@ class LinearSpec:
         return layer
 
     def _set_training_scales(self, layer: PHMLinear) -> None:
-        """Marks A and S (or its factors) with their lr and weight-decay scales (``parameter_groups``)."""
+        """Records the lr and weight-decay scales of A and S (or its factors) on ``layer``
+        (``parameter_groups.set_scales``)."""
         for names, scale, decay in (
             (("A",), self.rule_lr_scale, self.rule_decay),
             (("S", "S_left", "S_right"), self.factor_lr_scale, self.factor_decay),
@@ -189,7 +194,7 @@ class LinearSpec:
             for name in names:
                 parameter = getattr(layer, name)
                 if isinstance(parameter, nn.Parameter):
-                    set_scales(parameter, by_rule.get(name, scale), 1.0 if decay else 0.0)
+                    set_scales(layer, name, by_rule.get(name, scale), 1.0 if decay else 0.0)
 
     def finish_model(self, model: nn.Module, sides: Iterable[nn.Module] = ()) -> nn.Module:
         """What concerns the model as a whole, applied once its layers are built; returns ``model``.
@@ -261,18 +266,3 @@ def _qkv_maps(attention: nn.Module) -> list:
 
 
 _TRAINING_DEFAULTS = {"rule_lr_scale": 1.0, "factor_lr_scale": 1.0, "rule_decay": True, "factor_decay": True}
-
-
-def _check_scale(name: str, value) -> Union[float, str]:
-    """A learning-rate scale as a float > 0, or the name of a rule (SCALE_RULES)."""
-    if value in SCALE_RULES:
-        return value
-    scale = None
-    if not isinstance(value, bool):
-        try:
-            scale = float(value)
-        except (TypeError, ValueError):
-            pass
-    if scale is None or not (math.isfinite(scale) and scale > 0):
-        raise ValueError(f"{name}={value!r}: expected a number > 0 or one of {', '.join(SCALE_RULES)}")
-    return scale

@@ -1,29 +1,38 @@
 """Training a model's parameters by kind: the rules A, the factors S, dense weights, biases, norms.
 
-Two things, both plain PyTorch and both applied around ``optimizer.step()`` by torch.optim's global
-step hooks, so that they work with any torch optimizer (fairseq's included) and any lr scheduler:
+Plain PyTorch, nothing global:
 
-- **scales by parameter**: a parameter carrying ``optim_overrides = {"optimizer": {"lr_scale": s,
-  "weight_decay_scale": w}}`` (fairseq's own convention, which its composite optimizer reads) is
-  stepped in a parameter group of its own, with ``lr * s`` and ``weight_decay * w`` of the group it
-  belongs to, for the duration of each step. The optimizer's groups are restored right after, so
-  its state_dict, checkpoints and the scheduler's ``set_lr`` see the groups they built; the scale
-  multiplies whatever lr the scheduler set for the step. Unlike a reparameterisation (a constant
-  c in the forward, which under Adam scales a factor's step by c), this leaves the parameters, the
-  checkpoints, gradient clipping and every other optimizer (SGD: c^2) as they are.
+- **scales by parameter**: a module keeps the learning-rate and weight-decay scales of its own
+  parameters in a dict by parameter name (``set_scales``; ``module.training_scales``), not on the
+  Parameter objects, so that they survive every way PyTorch makes new Parameters (``copy.deepcopy``,
+  ``to_empty`` after a meta-device build, ``load_state_dict(..., assign=True)``, ``.to()``).
+  ``param_groups(model, lr, weight_decay)`` turns them into torch's own idiom, optimizer parameter
+  groups: one per pair of scales, each with ``lr * lr_scale``, ``weight_decay * weight_decay_scale``
+  and the two scales as keys of the group (``torch.optim.AdamW(param_groups(model, lr=1e-3,
+  weight_decay=0.01))``; torch's lr schedulers scale each group's own lr, so they keep the ratios).
+  An optimizer built from ``model.parameters()`` is left alone: it steps every parameter with its
+  one lr (torch.optim.LBFGS, which takes one group, included).
+
+  fairseq is the exception that needs more: ``FairseqOptimizer.set_lr``, which every fairseq lr
+  scheduler calls at each update, writes the one lr into every param group, and fairseq's Trainer
+  builds its optimizer from a flat list of parameters. ``phm_fairseq.models.training`` therefore
+  splits the optimizer that the Trainer builds into these groups once, and has that optimizer's
+  ``set_lr`` give each group ``lr * group["lr_scale"]`` (``scaled_set_lr``).
+  Unlike a reparameterisation (a constant c in the forward, which under Adam scales a factor's step
+  by c), the groups leave the parameters, the checkpoints and gradient clipping as they are, give
+  the scale under every optimizer (SGD: not c^2), and can exempt a parameter from weight decay.
 - **statistics by kind** (``ParameterStatistics``): per kind, the gradient's norm as the optimizer
   sees it (after fairseq's normalisation and clipping), the parameters' norm, and the relative
   update ||theta_after - theta_before|| / ||theta_before|| of the step, handed to a sink (the fairseq
-  models log them through fairseq's metrics).
+  models log them through fairseq's metrics). They watch the one optimizer they are attached to,
+  through its own step hooks.
 """
 
 import math
-import weakref
-from typing import Callable, Dict, List, Optional, Tuple
+from typing import Callable, Dict, List, Optional, Tuple, Union
 
 import torch
 from torch import Tensor, nn
-from torch.optim.optimizer import register_optimizer_step_post_hook, register_optimizer_step_pre_hook
 
 from .phm_linear import PHMLinear
 
@@ -70,53 +79,127 @@ def parameters_by_kind(model: nn.Module) -> Dict[str, List[Tuple[str, nn.Paramet
 
 # --- scales by parameter ------------------------------------------------------------------------
 
-
-def set_scales(parameter: nn.Parameter, lr_scale: float = 1.0, weight_decay_scale: float = 1.0) -> None:
-    """Marks ``parameter`` to be stepped with ``lr * lr_scale`` and ``weight_decay * weight_decay_scale``
-    (see the module's docstring); scales of 1 remove the mark."""
-    if lr_scale == 1.0 and weight_decay_scale == 1.0:
-        if hasattr(parameter, "optim_overrides"):
-            del parameter.optim_overrides
-        return
-    parameter.optim_overrides = {"optimizer": {"lr_scale": lr_scale, "weight_decay_scale": weight_decay_scale}}
-    _install_hooks()
+Scales = Tuple[float, float]
+"""(lr_scale, weight_decay_scale)."""
 
 
-def scales_of(parameter: Tensor) -> Tuple[float, float]:
-    """(lr_scale, weight_decay_scale) that ``parameter`` is stepped with."""
-    overrides = getattr(parameter, "optim_overrides", None) or {}
-    options = overrides.get("optimizer", {})
-    return float(options.get("lr_scale", 1.0)), float(options.get("weight_decay_scale", 1.0))
+def set_scales(module: nn.Module, name: str, lr_scale: float = 1.0, weight_decay_scale: float = 1.0) -> None:
+    """``module``'s own parameter ``name`` is to be stepped with ``lr * lr_scale`` and ``weight_decay *
+    weight_decay_scale`` (see the module's docstring); scales of 1 remove the entry. The scales live on
+    ``module`` (``module.training_scales``, a plain dict by parameter name), not on the Parameter."""
+    scales = module.__dict__.setdefault("training_scales", {})
+    if (lr_scale, weight_decay_scale) == (1.0, 1.0):
+        scales.pop(name, None)
+    else:
+        scales[name] = (float(lr_scale), float(weight_decay_scale))
 
 
-_groups_before_split: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+def scales_of(module: nn.Module, name: str) -> Scales:
+    """(lr_scale, weight_decay_scale) of ``module``'s own parameter ``name``."""
+    return getattr(module, "training_scales", {}).get(name, (1.0, 1.0))
 
 
-def _split_groups(optimizer: torch.optim.Optimizer, args, kwargs) -> None:
-    _restore_groups(optimizer)  # a step that raised left its split behind
-    groups, split = [], False
-    for group in optimizer.param_groups:
-        by_scales: Dict[Tuple[float, float], list] = {}
+def scales_by_parameter(model: nn.Module) -> Dict[int, Scales]:
+    """The scales of ``model``'s parameters other than (1, 1), by ``id`` of the parameter (a shared one:
+    the scales of the first module that holds it)."""
+    found: Dict[int, Scales] = {}
+    seen = set()
+    for module in model.modules():
+        for name, parameter in module.named_parameters(recurse=False):
+            if id(parameter) not in seen:
+                seen.add(id(parameter))
+                if scales_of(module, name) != (1.0, 1.0):
+                    found[id(parameter)] = scales_of(module, name)
+    return found
+
+
+def group_by_scales(parameters: List[Tensor], scales: Dict[int, Scales]) -> Dict[Scales, List[Tensor]]:
+    """``parameters`` by their ``scales`` (``scales_by_parameter``; a parameter not in it: (1, 1)), in
+    their order, the unscaled first."""
+    groups: Dict[Scales, List[Tensor]] = {(1.0, 1.0): []}
+    for parameter in parameters:
+        groups.setdefault(scales.get(id(parameter), (1.0, 1.0)), []).append(parameter)
+    return {key: group for key, group in groups.items() if group}
+
+
+def param_groups(
+    model: nn.Module, lr: Optional[float] = None, weight_decay: Optional[float] = None
+) -> List[Dict[str, object]]:
+    """Optimizer parameter groups of ``model``'s parameters that require a gradient, by their scales:
+    each with ``lr_scale`` and ``weight_decay_scale``, and, where given, ``lr * lr_scale`` and
+    ``weight_decay * weight_decay_scale``. For any torch optimizer that takes groups:
+    ``torch.optim.AdamW(param_groups(model, lr=1e-3, weight_decay=0.01))``."""
+    parameters = [p for p in model.parameters() if p.requires_grad]
+    groups = []
+    for (lr_scale, decay_scale), members in group_by_scales(parameters, scales_by_parameter(model)).items():
+        group: Dict[str, object] = {"params": members, "lr_scale": lr_scale, "weight_decay_scale": decay_scale}
+        if lr is not None:
+            group["lr"] = lr * lr_scale
+        if weight_decay is not None:
+            group["weight_decay"] = weight_decay * decay_scale
+        groups.append(group)
+    return groups
+
+
+def split_param_groups(optimizer: torch.optim.Optimizer, scales: Dict[int, Scales]) -> bool:
+    """Splits ``optimizer``'s one parameter group (built from a flat list of parameters, as fairseq's
+    Trainer builds it) into groups by ``scales`` (``scales_by_parameter``), each with the group's lr and
+    weight decay times its scales and the scales as ``lr_scale`` and ``weight_decay_scale``, the
+    unscaled group first. Before the optimizer's first step. Returns whether it split: an optimizer
+    whose parameters have no scales is left as it is."""
+    if len(optimizer.param_groups) != 1 or "lr_scale" in optimizer.param_groups[0]:
+        raise ValueError(
+            f"{type(optimizer).__name__} has {len(optimizer.param_groups)} parameter groups: the scales split "
+            f"an optimizer built from one flat list of parameters (as fairseq's Trainer builds it); build the "
+            f"groups with parameter_groups.param_groups(model, lr, weight_decay) instead"
+        )
+    (group,) = optimizer.param_groups
+    by_scales = group_by_scales(list(group["params"]), scales)
+    if list(by_scales) == [(1.0, 1.0)]:
+        return False
+    if optimizer.state:
+        raise ValueError("the scales split an optimizer's parameter group before its first step, not after")
+    optimizer.param_groups = []
+    for (lr_scale, decay_scale), parameters in by_scales.items():
+        scaled = {**group, "params": parameters, "lr_scale": lr_scale, "weight_decay_scale": decay_scale}
+        scaled["lr"] = group["lr"] * lr_scale
+        if "weight_decay" in group:
+            scaled["weight_decay"] = group["weight_decay"] * decay_scale
+        optimizer.add_param_group(scaled)
+    return True
+
+
+def regroup_state_dict(state_dict: dict, flat: List[Tensor], groups: List[dict]) -> dict:
+    """A torch optimizer's ``state_dict`` saved with one group of the parameters ``flat`` (in that order),
+    as the optimizer of ``groups`` (``split_param_groups``'s, of the same parameters) would have saved it:
+    each parameter's state under its new index, each group with the saved hyperparameters times its
+    scales. Loads a checkpoint saved before the split (an earlier version's, or one trained without
+    scales) into the split optimizer."""
+    (saved,) = state_dict["param_groups"]
+    old_index = {id(p): i for i, p in enumerate(flat)}
+    new_groups, new_state, index = [], {}, 0
+    for group in groups:
+        indices = []
         for parameter in group["params"]:
-            by_scales.setdefault(scales_of(parameter), []).append(parameter)
-        if list(by_scales) in ([], [(1.0, 1.0)]):
-            groups.append(group)
-            continue
-        split = True
-        for (lr_scale, decay_scale), parameters in by_scales.items():
-            scaled = {**group, "params": parameters, "lr": group["lr"] * lr_scale}
-            if "weight_decay" in group:
-                scaled["weight_decay"] = group["weight_decay"] * decay_scale
-            groups.append(scaled)
-    if split:
-        _groups_before_split[optimizer] = optimizer.param_groups
-        optimizer.param_groups = groups
+            old = saved["params"][old_index[id(parameter)]]
+            if old in state_dict["state"]:
+                new_state[index] = state_dict["state"][old]
+            indices.append(index)
+            index += 1
+        regrouped = {**saved, "params": indices, "lr_scale": group["lr_scale"]}
+        regrouped["weight_decay_scale"] = group["weight_decay_scale"]
+        regrouped["lr"] = saved["lr"] * group["lr_scale"]
+        if "weight_decay" in saved:
+            regrouped["weight_decay"] = saved["weight_decay"] * group["weight_decay_scale"]
+        new_groups.append(regrouped)
+    return {"state": new_state, "param_groups": new_groups}
 
 
-def _restore_groups(optimizer: torch.optim.Optimizer, *unused) -> None:
-    groups = _groups_before_split.pop(optimizer, None)
-    if groups is not None:
-        optimizer.param_groups = groups
+def scaled_set_lr(optimizer: torch.optim.Optimizer, lr: Union[float, Tensor]) -> None:
+    """What ``FairseqOptimizer.set_lr`` does, one lr for every group of ``optimizer``, but times each
+    group's ``lr_scale``."""
+    for group in optimizer.param_groups:
+        group["lr"] = lr * group.get("lr_scale", 1.0)
 
 
 # --- statistics by kind --------------------------------------------------------------------------
@@ -125,12 +208,11 @@ Sink = Callable[[Dict[str, Tensor]], None]
 
 
 class ParameterStatistics:
-    """Per kind of ``model``'s parameters, at every optimizer step that updates them: ``gnorm_<kind>``
-    (the gradient's norm as the optimizer sees it), ``pnorm_<kind>`` (the parameters' norm before the
-    step) and ``update_<kind>`` (the step's relative size, ||after - before|| / max(||before||,
-    ||after||)), as 0-d tensors handed to ``sink`` (no synchronisation with an accelerator). Keep a
-    reference: the hooks hold this object weakly, and it stops when it is collected or ``close()``d
-    (``start()`` again).
+    """Per kind of ``model``'s parameters, at every step of the optimizer it is attached to
+    (``attach``): ``gnorm_<kind>`` (the gradient's norm as the optimizer sees it), ``pnorm_<kind>`` (the
+    parameters' norm before the step) and ``update_<kind>`` (the step's relative size, ||after -
+    before|| / max(||before||, ||after||)), as 0-d tensors handed to ``sink`` (no synchronisation with
+    an accelerator). ``close()`` removes its hooks.
 
     The relative update divides by the larger of the two norms, not by ||before|| alone: the two agree
     to the step's square for the small steps of training, and a kind that starts at zero (PHYDI's
@@ -140,35 +222,31 @@ class ParameterStatistics:
     Costs, per step: two norms of the parameters and one of the gradients, and one copy of the
     parameters (kept between steps to measure the update)."""
 
-    def __init__(self, model: nn.Module, sink: Sink):
+    def __init__(self, model: nn.Module, sink: Sink, optimizer: Optional[torch.optim.Optimizer] = None):
         self.sink = sink
         self.kinds = {kind: [p for _, p in named] for kind, named in parameters_by_kind(model).items()}
-        self._ids = {id(p) for parameters in self.kinds.values() for p in parameters}
         self._stepping: Optional[Dict[str, Tuple[list, list, Tensor, Tensor]]] = None
         self._copies: Dict[int, Tensor] = {}
-        self._holds: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
-        self.start()
+        self._handles: list = []
+        if optimizer is not None:
+            self.attach(optimizer)
 
-    def start(self) -> None:
-        _statistics.add(self)
-        _install_hooks()
+    def attach(self, optimizer: torch.optim.Optimizer) -> "ParameterStatistics":
+        """Measures every step of ``optimizer`` (a torch optimizer: fairseq's wraps one, ``.optimizer``)
+        through its own step hooks; returns self."""
+        self._handles += [
+            optimizer.register_step_pre_hook(lambda optimizer, args, kwargs: self.before_step()),
+            optimizer.register_step_post_hook(lambda optimizer, args, kwargs: self.after_step()),
+        ]
+        return self
 
     def close(self) -> None:
-        _statistics.discard(self)
-
-    def _steps_model_of(self, optimizer) -> bool:
-        holds = self._holds.get(optimizer)
-        if holds is None:  # an optimizer's parameters are fixed once it is built
-            groups = _groups_before_split.get(optimizer, optimizer.param_groups)
-            holds = any(id(p) in self._ids for group in groups for p in group["params"])
-            self._holds[optimizer] = holds
-        return holds
+        for handle in self._handles:
+            handle.remove()
+        self._handles = []
 
     @torch.no_grad()
-    def before_step(self, optimizer) -> None:
-        self._stepping = None
-        if not self._steps_model_of(optimizer):
-            return
+    def before_step(self) -> None:
         stepping = {}
         for kind, parameters in self.kinds.items():
             stepped = [p for p in parameters if p.grad is not None]
@@ -181,7 +259,7 @@ class ParameterStatistics:
         self._stepping = stepping
 
     @torch.no_grad()
-    def after_step(self, optimizer) -> None:
+    def after_step(self) -> None:
         stepping, self._stepping = self._stepping, None
         if not stepping:
             return
@@ -203,34 +281,6 @@ class ParameterStatistics:
 
 def _norm(tensors: List[Tensor]) -> Tensor:
     return torch.linalg.vector_norm(torch.stack([n.float() for n in torch._foreach_norm(tensors)]))
-
-
-_statistics: "weakref.WeakSet[ParameterStatistics]" = weakref.WeakSet()
-
-
-def _before_step(optimizer, args, kwargs) -> None:
-    for statistics in list(_statistics):
-        statistics.before_step(optimizer)
-    _split_groups(optimizer, args, kwargs)
-
-
-def _after_step(optimizer, args, kwargs) -> None:
-    _restore_groups(optimizer)
-    for statistics in list(_statistics):
-        statistics.after_step(optimizer)
-
-
-_hooks_installed = False
-
-
-def _install_hooks() -> None:
-    """Registers the two global step hooks once per process, when the first parameter is scaled or the
-    first statistics are asked for: a process that uses neither is left as it was."""
-    global _hooks_installed
-    if not _hooks_installed:
-        register_optimizer_step_pre_hook(_before_step)
-        register_optimizer_step_post_hook(_after_step)
-        _hooks_installed = True
 
 
 # --- the scales that a rule of thumb gives a PHM layer ---------------------------------------------
@@ -258,4 +308,21 @@ def factor_scales(layer: PHMLinear, rule: str) -> Dict[str, float]:
         if layer.rank is not None:  # S_right maps in/n features, S_left maps rank
             scales.update(S_right=float(n), S_left=fan_in / layer.rank)
         return scales
-    raise ValueError(f"unknown lr scale rule {rule!r}: choose one of {', '.join(SCALE_RULES)} or give a number")
+    raise AssertionError(rule)  # lr_scale() admits SCALE_RULES only
+
+
+def lr_scale(value) -> Union[float, str]:
+    """The one check of a learning-rate scale (``--rule-lr-scale``, ``--factor-lr-scale``, the
+    LinearSpec fields): a float > 0, or the name of a rule (SCALE_RULES). Raises ValueError (which
+    argparse reports as an invalid value of the flag)."""
+    if value in SCALE_RULES:
+        return value
+    scale = None
+    if not isinstance(value, bool):
+        try:
+            scale = float(value)
+        except (TypeError, ValueError):
+            pass
+    if scale is None or not (math.isfinite(scale) and scale > 0):
+        raise ValueError(f"{value!r}: expected a number > 0 or one of {', '.join(SCALE_RULES)}")
+    return scale
