@@ -1,5 +1,6 @@
-"""A hypercomplex layer's weight H: built when read and read-only, never stale, kept only while the
-layer is merged for inference, and its tensors made where nn.Linear's factory arguments say."""
+"""A hypercomplex layer's weight H: computed when read (each read the caller's own tensor), never stale,
+kept only while the layer is merged for inference, and its tensors made where nn.Linear's factory
+arguments say."""
 
 import operator
 from pathlib import Path
@@ -37,7 +38,7 @@ def in_mode(layer, mode):
     return layer.train(mode == "train")
 
 
-# --- writes into weight (issue 42, item 15) ------------------------------------------------------
+# --- writes into weight (issue 42, item 15; issue 57, item 2; issue 58, item 12) ----------------
 
 WRITES = {
     "nn.init.zeros_": nn.init.zeros_,
@@ -50,35 +51,56 @@ WRITES = {
     "through detach()": lambda w: w.detach().mul_(2),
     "assigning .data": lambda w: setattr(w, "data", torch.zeros_like(w)),
     "out=": lambda w: torch.add(w, 1.0, out=w),
+    "through numpy()": lambda w: w.numpy().__setitem__(Ellipsis, 0.0),
+    "through its storage": lambda w: w.untyped_storage().fill_(0),
 }
+
+ASSIGNMENT = (
+    "PHMLinear.weight is H = sum_i A_i kron S_i, computed from A and S when read, and cannot be assigned. For the "
+    "layer nearest to a dense weight W (keeping its bias), call phm_fairseq.modules.fit_phm_layer(layer, W), which "
+    "returns how near it came; or change A and S: in place under torch.no_grad(), with load_state_dict() or "
+    "reset_parameters()"
+)
 
 
 @pytest.mark.parametrize("mode", ["train", "eval", "merged"])
 @pytest.mark.parametrize("write", list(WRITES))
-def test_a_write_into_weight_is_refused_with_what_to_do_instead_in_every_mode(write, mode):
+def test_a_write_into_weight_changes_the_callers_tensor_and_never_the_layer_in_every_mode(write, mode):
+    """weight is computed, as torch.nn.utils.parametrize's: every read is a new tensor, the caller's own. A
+    merged layer hands out a copy of its H: no write through NumPy or the storage reaches it (issue 58, 12)."""
     layer = in_mode(PHMLinear(8, 12, n=2), mode)
+    layer.factored_max_rows = 0  # the product with H
     x = torch.randn(3, 8)
     with torch.no_grad():
-        before = layer(x)
-        with pytest.raises(RuntimeError) as refused:
-            WRITES[write](layer.weight)
-        torch.testing.assert_close(layer(x), before)  # the layer is unchanged
-    assert str(refused.value) == (
-        "PHMLinear.weight is H = sum_i A_i kron S_i, built from A and S when read, so a write into it would be "
-        "lost. Change A and S instead: in place under torch.no_grad(), with load_state_dict() or "
-        "reset_parameters(); for the layer nearest to a dense weight W, phm_fairseq.modules.fit_phm_layer(layer, W)"
-    )
+        before, H = layer(x), layer.weight
+        weight = layer.weight
+        WRITES[write](weight)
+        assert not torch.equal(weight, H), "the write changed the caller's tensor"
+        torch.testing.assert_close(layer(x), before, rtol=0, atol=0)  # the layer is unchanged
+        torch.testing.assert_close(layer.weight, H, rtol=0, atol=0)
+        torch.testing.assert_close(layer(x), definition(layer, x))
+    assert layer.merged == (mode == "merged")
 
 
 @pytest.mark.parametrize("kind", list(LAYERS))
-def test_every_kind_refuses_writes_and_assignments_of_its_weight(kind):
+def test_every_kind_refuses_assignments_of_its_weight_with_what_to_do_instead(kind):
     layer = LAYERS[kind]()
     factors = "A, S_left and S_right" if kind == "low rank" else "A and S"
-    with torch.no_grad(), pytest.raises(RuntimeError, match=f"built from {factors} when read"):
-        nn.init.zeros_(layer.weight)
     for value in (nn.Parameter(torch.zeros(12, 8)), torch.zeros(12, 8)):
-        with pytest.raises(AttributeError, match=f"built from {factors} when read, so a write into it would be lost"):
+        with pytest.raises(AttributeError) as refused:
             layer.weight = value
+        assert str(refused.value) == ASSIGNMENT.replace("A and S", factors).replace("PHMLinear", type(layer).__name__)
+    assert "weight" not in layer._parameters and "weight" not in layer.__dict__
+
+
+def test_the_derived_weight_uses_no_private_torch_functions():
+    """PyTorch's own idiom (issue 57, item 2): a property, no Tensor subclass, no torch._C."""
+    from phm_fairseq.modules import derived_weight
+
+    source = Path(derived_weight.__file__).read_text()
+    assert "torch._C" not in source and "_functorch" not in source and "__torch_function__" not in source
+    assert type(PHMLinear(8, 12, n=2).weight) is torch.Tensor
+    assert type(PHMLinear(8, 12, n=2).eval().merge().weight) is torch.Tensor
 
 
 FITTED = {
@@ -101,9 +123,9 @@ def test_the_call_that_the_refusal_names_sets_the_weight_and_keeps_the_bias(kind
     bias = None if layer.bias is None else layer.bias.detach().clone()
     with torch.no_grad():
         W = in_mode(FITTED[kind](), "train").build_weight()  # a weight that this kind of layer holds exactly
-    with torch.no_grad(), pytest.raises(RuntimeError) as refused:
-        layer.weight.mul_(2)
-    assert str(refused.value).endswith("phm_fairseq.modules.fit_phm_layer(layer, W)")
+    with pytest.raises(AttributeError) as refused:
+        layer.weight = W
+    assert "call phm_fairseq.modules.fit_phm_layer(layer, W)" in str(refused.value)
     factors = fit_phm_layer(layer, W)
     x = torch.randn(3, 8)
     with torch.no_grad():
@@ -231,6 +253,42 @@ def test_a_merged_layer_refuses_to_compute_gradients_for_its_factors():
     assert x.grad is not None
 
 
+@pytest.mark.parametrize("kind", list(LAYERS))
+def test_a_merged_layers_weight_reads_with_gradients_on(kind):
+    """Reading weight (its shape, its values) never raises: while merged it is the merged H, and where
+    gradients are on for the factors, H built now, through which they get them (issue 58, item 12)."""
+    layer = LAYERS[kind]().eval().merge()
+    assert torch.is_grad_enabled() and layer.weight.shape == (12, 8)
+    weight = layer.weight
+    assert weight.requires_grad
+    torch.testing.assert_close(weight.detach(), definition_weight(layer))
+    weight.sum().backward()
+    assert all(t.grad is not None for t in layer.parameters() if t is not layer.bias)
+    with torch.no_grad():
+        assert not layer.weight.requires_grad and torch.equal(layer.weight, layer.current_weight())
+    assert layer.merged
+
+
+def definition_weight(layer):
+    with torch.no_grad():
+        return layer.build_weight()
+
+
+@pytest.mark.parametrize("kind", list(LAYERS))
+def test_a_merged_layer_computes_with_what_reset_parameters_draws(kind):
+    """reset_parameters() after merge() merges again (issue 58, item 12), as load_state_dict does."""
+    layer = LAYERS[kind]().eval().merge()
+    layer.factored_max_rows = 0  # the product with H
+    x = torch.randn(3, 8)
+    with torch.no_grad():
+        before = layer(x)
+        layer.reset_parameters()
+        assert layer.merged
+        after = layer(x)
+    assert not torch.allclose(after, before), "the reset drew new factors"
+    torch.testing.assert_close(after, definition(layer, x))
+
+
 def test_load_state_dict_and_moves_merge_again():
     layer, other = PHMLinear(8, 12, n=2).eval().merge(), PHMLinear(8, 12, n=2)
     layer.factored_max_rows = 0
@@ -271,6 +329,8 @@ def test_fairseq_prepares_a_model_for_inference_by_merging_every_layer(monkeypat
         expected = model.eval()(src, torch.full((2,), 5), prev)[0]
     model.make_generation_fast_(beamable_mm_beam_size=5, need_attn=False)
     assert layers and all(layer.merged for layer in layers)
+    # the weights read with gradients on, as a user of the hub interface may (issue 58, item 12)
+    assert all(layer.weight.shape == (layer.out_features, layer.in_features) for layer in layers)
     builds = []
     monkeypatch.setattr(PHMLinear, "build_weight", lambda self: builds.append(self) or kronecker_of(self))
     with torch.no_grad():

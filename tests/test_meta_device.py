@@ -111,6 +111,27 @@ def test_reset_parameters_after_to_empty_gives_what_construction_gives(name):
         assert torch.equal(got[key], expected[key]), key
 
 
+LAYER_KINDS = [name for name in RESET_AS_BUILT if name.startswith(("PHM", "quaternion"))]
+
+
+@pytest.mark.parametrize("name", LAYER_KINDS)
+def test_a_layer_merged_on_the_meta_device_computes_with_what_reset_parameters_draws(name):
+    """meta, eval().merge(), to_empty(), reset_parameters(): the layer merged what was drawn, not what
+    to_empty() left in memory (issue 58, item 12: PHM gave NaN, the quaternion layer was off by 102)."""
+    make, inputs = MODULES[name]
+    torch.manual_seed(1)
+    built = make().eval()
+    twin = on_meta(make).eval().merge().to_empty(device="cpu")
+    torch.manual_seed(1)
+    twin.reset_parameters()
+    assert twin.merged
+    x = inputs()
+    with torch.no_grad():
+        for limit in (0, 10**9):  # the product with H, the factored product
+            built.factored_max_rows = twin.factored_max_rows = limit
+            torch.testing.assert_close(twin(*x), built(*x), rtol=0, atol=0)
+
+
 def test_the_attention_constants_are_set_again_by_reset_parameters():
     twin = on_meta(MODULES["attention quaternion (Tay et al.)"][0]).to_empty(device="cpu")
     twin.reset_parameters()

@@ -31,10 +31,15 @@ class FusedProduct:
 
     def get_weight(self):
         if not self.active:
-            return self.layer.weight
+            return self._layer_weight()
         if self.weight is None:
-            self.weight = self.layer.weight
+            self.weight = self._layer_weight()
         return self.weight
+
+    def _layer_weight(self):
+        # as the layer's own forward computes with it: a merged layer's H itself, not a copy
+        current = getattr(self.layer, "current_weight", None)
+        return self.layer.weight if current is None else current()
 
     def get_output(self, x):
         if not self.active:

@@ -1,105 +1,45 @@
-"""Modules whose ``weight`` is derived from other parameters (PHMLinear's H = sum_i A_i kron S_i).
+"""Modules whose ``weight`` is computed from other parameters (PHMLinear's H = sum_i A_i kron S_i).
 
-Such a weight is built from the parameters when it is read, so a write into it could only be lost:
-every write raises an error that says how to change the module instead, in training and in eval
-mode alike (``ReadOnlyWeight``).
+PyTorch's own idiom for such a weight, as ``torch.nn.utils.parametrize`` registers it: ``weight`` is a
+property computed from the parameters when read, and each read gives a new tensor, the caller's own (a
+write into it changes that tensor only, never the module). ``layer.weight = W`` has no inverse that keeps
+W exactly (parametrize's ``right_inverse``): it raises an error that names the call that sets the layer
+nearest to W (``fit_phm_layer``).
 
-Nothing is cached behind the user's back, so no weight can be stale. For inference, ``merge()``
-builds the weight once and keeps it, explicitly, as PEFT merges an adapter; fairseq asks for it
-through ``make_generation_fast_`` where it prepares a model for inference (fairseq-generate,
-fairseq-interactive, the hub interface).
+Nothing is cached behind the user's back, so no weight can be stale. For inference, ``merge()`` builds
+the weight once and keeps it, explicitly, as PEFT merges an adapter (a plain merged state: ``merged``,
+``merge()``, ``unmerge()``); fairseq asks for it through ``make_generation_fast_`` where it prepares a
+model for inference (fairseq-generate, fairseq-interactive, the hub interface).
 """
 
-from typing import Optional, Sequence, Tuple
+from typing import Optional, Tuple
 
 import torch
 from torch import Tensor, nn
-from torch._C._functorch import is_functorch_wrapped_tensor
-
-# Python's operators that write into their left operand; PyTorch's in-place methods end in "_"
-_WRITING_OPERATORS = {
-    "__setitem__",
-    "__iadd__",
-    "__isub__",
-    "__imul__",
-    "__imatmul__",
-    "__itruediv__",
-    "__ifloordiv__",
-    "__imod__",
-    "__ipow__",
-    "__iand__",
-    "__ior__",
-    "__ixor__",
-    "__ilshift__",
-    "__irshift__",
-}
 
 
-def _writes(func, kwargs) -> bool:
-    """Whether ``func`` writes into its first argument, or into ``out=``."""
-    name = getattr(func, "__name__", "")
-    return (
-        "out" in kwargs
-        or name in _WRITING_OPERATORS
-        or func == Tensor.data.__set__
-        or (name.endswith("_") and not name.endswith("__") and name != "requires_grad_")
-    )
-
-
-class ReadOnlyWeight(Tensor):
-    """A derived weight as its module hands it out: it computes as any tensor does, and a write into
-    it, its ``.data``, ``detach()`` or any other view of it raises ``RuntimeError(refusal)``."""
-
-    refusal: str
-
-    @staticmethod
-    def of(weight: Tensor, refusal: str) -> Tensor:
-        if type(weight) is not Tensor or is_functorch_wrapped_tensor(weight):
-            return weight  # fake tensors, torch.func's wrappers and other subclasses pass as they are
-        read_only = weight.as_subclass(ReadOnlyWeight)
-        read_only.refusal = refusal
-        return read_only
-
-    @classmethod
-    def __torch_function__(cls, func, types, args=(), kwargs=None):
-        kwargs = kwargs or {}
-        source = args[0] if args else None
-        target = kwargs.get("out", source)
-        if isinstance(target, cls) and _writes(func, kwargs):
-            raise RuntimeError(target.refusal)
-        with torch._C.DisableTorchFunctionSubclass():
-            result = func(*args, **kwargs)
-            if isinstance(source, cls):
-                result = _aliases_read_only(result, source)
-        return result  # anything computed from the weight is an ordinary tensor
-
-
-def _aliases_read_only(result, source: "ReadOnlyWeight"):
-    """``result`` with every tensor that shares ``source``'s memory (a view, an alias) read-only."""
-    if isinstance(result, (tuple, list)):
-        return type(result)(_aliases_read_only(r, source) for r in result)
-    if isinstance(result, Tensor) and torch._C._is_alias_of(result, source):
-        return ReadOnlyWeight.of(result.as_subclass(Tensor), source.refusal)
-    return result
-
-
-def _same_tensors(a: Sequence[Tensor], b: Sequence[Tensor]) -> bool:
+def _same_tensors(a: Tuple[Tensor, ...], b: Tuple[Tensor, ...]) -> bool:
     return len(a) == len(b) and all(x is y for x, y in zip(a, b))
 
 
 class DerivedWeight(nn.Module):
     """Base of modules whose ``weight`` is ``build_weight()``, built from ``factor_tensors()``.
 
-    ``weight`` is built at every read and is read-only. ``merge()`` builds it once, for inference,
-    and the module computes with that one until ``unmerge()`` or ``train()``; ``load_state_dict``
-    and moves (``.to()``, ``.half()``, ``to_empty()``) build it again. A merged weight is a constant:
-    a forward that would need gradients for the tensors it was built from raises an error, so no
-    optimizer can change them behind it.
+    ``weight`` is computed when read: H built now from the factors (differentiable in them), or, while
+    the module is merged, a copy of the merged H. ``merge()`` builds H once, for inference, and the
+    module computes with that one until ``unmerge()`` or ``train()``. What changes the factors through
+    the module merges again: ``load_state_dict``, moves (``.to()``, ``.half()``, ``to_empty()``) and the
+    subclasses' ``reset_parameters()`` (``merge_again()``). A factor replaced by another tensor
+    (``module.S = ...``, or ``torch.func.functional_call``'s) is used at once: H is built from it at every
+    forward until ``merge()``. An in-place write into a factor is not seen by a merged module until
+    ``merge()`` or ``unmerge()``. A merged H is a constant: a forward that would need gradients for the
+    tensors it was built from raises an error, so no optimizer can change them behind it.
     """
 
     def __init__(self) -> None:
         super().__init__()
-        self._merged: Optional[Tuple[Tensor, Tuple[Tensor, ...]]] = None  # (weight, the tensors it was built from)
+        self._merged_weight: Optional[Tensor] = None
+        self._merged_from: Tuple[Tensor, ...] = ()  # the tensors the merged weight was built from
         self.register_load_state_dict_post_hook(_merge_again)
 
     def build_weight(self) -> Tensor:
@@ -110,48 +50,61 @@ class DerivedWeight(nn.Module):
         raise NotImplementedError
 
     def weight_refusal(self) -> str:
-        """What a write into ``weight`` is told."""
+        """What ``module.weight = ...`` is told."""
         return (
-            f"{type(self).__name__}.weight is built from the module's other tensors when read, so a write into it "
-            f"would be lost; change those tensors instead (load_state_dict(), reset_parameters(), or in place)"
+            f"{type(self).__name__}.weight is computed from the module's other tensors when read and cannot be "
+            f"assigned; change those tensors instead (load_state_dict(), reset_parameters(), or in place)"
         )
 
     @property
     def weight(self) -> Tensor:
-        weight = self.current_weight()
-        if torch.compiler.is_compiling():
-            return weight
-        return ReadOnlyWeight.of(weight, self.weight_refusal())
+        """H: built now from the factors, differentiable in them; while merged, a copy of the merged H
+        (and, where gradients are on for the factors, H built now, so that they get them). Each read is a
+        new tensor: a write into it changes the caller's tensor only."""
+        if self._merged_weight is not None and self._merged_is_current() and not self._needs_factor_gradients():
+            return self._merged_weight.clone()
+        return self.build_weight()
 
     def current_weight(self) -> Tensor:
-        """The weight the module computes with: the merged one while merged, else built now."""
-        if self._merged is not None:
-            weight, factors = self._merged
-            # not while torch.func.functional_call has put other tensors in place of the module's own
-            if _same_tensors(factors, self.factor_tensors()):
-                if torch.is_grad_enabled() and any(t.requires_grad for t in factors):
-                    raise RuntimeError(
-                        f"{type(self).__name__} is merged for inference (merge(), or fairseq's make_generation_fast_): "
-                        f"its weight was built once, and no gradient reaches the tensors it was built from; call "
-                        f"unmerge() (or train()) first, or compute under torch.no_grad()"
-                    )
-                return weight
+        """The weight the module computes with: the merged one itself while merged, else built now."""
+        if self._merged_weight is not None and self._merged_is_current():
+            if self._needs_factor_gradients():
+                raise RuntimeError(
+                    f"{type(self).__name__} is merged for inference (merge(), or fairseq's make_generation_fast_): "
+                    f"its weight was built once, and no gradient reaches the tensors it was built from; call "
+                    f"unmerge() (or train()) first, or compute under torch.no_grad()"
+                )
+            return self._merged_weight
         return self.build_weight()
+
+    def _merged_is_current(self) -> bool:
+        # not while torch.func.functional_call has put other tensors in place of the module's own
+        return _same_tensors(self._merged_from, self.factor_tensors())
+
+    def _needs_factor_gradients(self) -> bool:
+        return torch.is_grad_enabled() and any(t.requires_grad for t in self._merged_from)
 
     @property
     def merged(self) -> bool:
-        return self._merged is not None
+        return self._merged_weight is not None
 
     def merge(self):
         """Builds the weight once and computes with it until ``unmerge()`` or ``train()``; returns self."""
         with torch.no_grad():
-            self._merged = (self.build_weight(), self.factor_tensors())
+            weight = self.build_weight()
+        self._merged_weight, self._merged_from = weight, self.factor_tensors()
         return self
 
     def unmerge(self):
-        """Builds the weight at every forward again, differentiable; returns self."""
-        self._merged = None
+        """Drops the merged weight: the module builds it at every forward again, differentiable; returns
+        self."""
+        self._merged_weight, self._merged_from = None, ()
         return self
+
+    def merge_again(self) -> None:
+        """Merges the factors as they are now if the module is merged (after a write into them)."""
+        if self.merged:
+            self.merge()
 
     def make_generation_fast_(self, **kwargs) -> None:
         """fairseq's hook, called where it prepares a model for inference (``prepare_for_inference_``)."""
@@ -166,7 +119,7 @@ class DerivedWeight(nn.Module):
         merged = self.merged
         self.unmerge()
         module = super()._apply(fn, recurse)
-        if merged:  # on the moved tensors
+        if merged:  # on the moved tensors (to_empty(): uninitialised until loaded or reset, which merge again)
             self.merge()
         return module
 
@@ -178,5 +131,4 @@ class DerivedWeight(nn.Module):
 
 def _merge_again(module: DerivedWeight, incompatible_keys) -> None:
     """After ``load_state_dict``: a merged module merges the loaded tensors."""
-    if module.merged:
-        module.merge()
+    module.merge_again()

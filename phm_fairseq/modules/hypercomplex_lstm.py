@@ -16,6 +16,7 @@ import torch
 from torch import _VF, Tensor, nn
 from torch.nn.utils.rnn import PackedSequence
 
+from .derived_weight import DerivedWeight
 from .linear_spec import LinearSpec
 
 GATE_LAYOUTS = ("per-gate", "fused")
@@ -75,13 +76,18 @@ class GateMaps(nn.Module):
         nn.init.uniform_(self.bias, -self.bound, self.bound)
 
     def weights(self) -> Tuple[Tensor, Tensor]:
-        """W_ih (4 hidden, input) and W_hh (4 hidden, hidden), gates in PyTorch's i, f, g, o order."""
+        """W_ih (4 hidden, input) and W_hh (4 hidden, hidden), gates in PyTorch's i, f, g, o order: each
+        map's weight as its own forward computes with it (a merged map's H itself)."""
         if self.gate_layout == "fused":
-            return self.input_map.weight, self.hidden_map.weight
+            return _weight_of(self.input_map), _weight_of(self.hidden_map)
         return (
-            torch.cat([m.weight for m in self.input_maps]),
-            torch.cat([m.weight for m in self.hidden_maps]),
+            torch.cat([_weight_of(m) for m in self.input_maps]),
+            torch.cat([_weight_of(m) for m in self.hidden_maps]),
         )
+
+
+def _weight_of(layer: nn.Module) -> Tensor:
+    return layer.current_weight() if isinstance(layer, DerivedWeight) else layer.weight
 
 
 def _fused_lstm(*args):

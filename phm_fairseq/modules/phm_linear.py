@@ -47,8 +47,8 @@ class PHMLinear(DerivedWeight):
     the same wherever a layer is built). ``kronecker_factors()`` gives (A, S) with S built from
     its factors when low rank.
 
-    ``weight`` is H, built when read and read-only (fairseq's attention reads it); ``merge()``
-    keeps one H for inference (``DerivedWeight``). A forward of few rows (decoding) skips H and
+    ``weight`` is H, computed when read (fairseq's attention reads it), each read a new tensor;
+    ``merge()`` keeps one H for inference (``DerivedWeight``). A forward of few rows (decoding) skips H and
     multiplies by A and S directly, reading 1/n of the bytes (``kronecker_sum_linear``; see
     ``factored_max_rows``); both products give F.linear(x, H, b).
     """
@@ -140,6 +140,7 @@ class PHMLinear(DerivedWeight):
                 nn.init.uniform_(self.S_right, -bound, bound)
             self._reset_bias()
             self._reset_options()
+        self.merge_again()
 
     def _reset_options(self) -> None:
         """Initialises U, V and the term gains, once A and S are (drawn after them: A and S are what a
@@ -164,6 +165,7 @@ class PHMLinear(DerivedWeight):
             for factor in self._s_factors():
                 scale = scale * factor_rms(factor)
             self.term_gain.copy_(scale / self.term_scale)
+        self.merge_again()
 
     def _s_factors(self) -> Tuple[Tensor, ...]:
         return (self.S,) if self.S is not None else (self.S_left, self.S_right)
@@ -249,10 +251,10 @@ class PHMLinear(DerivedWeight):
         names += [name for name in ("U", "V", "term_gain") if getattr(self, name) is not None]
         factors = f"{', '.join(names[:-1])} and {names[-1]}"
         return (
-            f"{type(self).__name__}.weight is H = sum_i A_i kron S_i, built from {factors} when read, so a write "
-            f"into it would be lost. Change {factors} instead: in place under torch.no_grad(), with "
-            f"load_state_dict() or reset_parameters(); for the layer nearest to a dense weight W, "
-            f"phm_fairseq.modules.fit_phm_layer(layer, W)"
+            f"{type(self).__name__}.weight is H = sum_i A_i kron S_i, computed from {factors} when read, and "
+            f"cannot be assigned. For the layer nearest to a dense weight W (keeping its bias), call "
+            f"phm_fairseq.modules.fit_phm_layer(layer, W), which returns how near it came; or change {factors}: "
+            f"in place under torch.no_grad(), with load_state_dict() or reset_parameters()"
         )
 
     def to_dense(self) -> nn.Linear:
@@ -325,3 +327,4 @@ class QuaternionLinear(PHMLinear):
             self.S[0] = modulus * torch.cos(phase)
             self.S[1:] = modulus * torch.sin(phase) * axis
             self._reset_bias()
+        self.merge_again()
