@@ -132,6 +132,26 @@ def test_a_layer_merged_on_the_meta_device_computes_with_what_reset_parameters_d
             torch.testing.assert_close(twin(*x), built(*x), rtol=0, atol=0)
 
 
+def test_a_shared_rule_stays_one_parameter_through_to_empty():
+    """to_empty() makes new Parameters module by module; a rule shared by several layers stays one
+    (issue 58, item 13: the model held one A per layer after it)."""
+    spec = LinearSpec("phm", n=4, shared_rule="model")
+
+    def make():
+        return spec.finish_model(torch.nn.Sequential(spec.build(8, 16), spec.build(16, 16), spec.build(16, 8)))
+
+    original = make()
+    twin = on_meta(make).to_empty(device="cpu")
+    assert len({id(layer.A) for layer in twin}) == 1
+    assert len(list(twin.parameters())) == len(list(original.parameters())) == 1 + 2 * 3
+    twin.load_state_dict(original.state_dict())
+    assert twin[0].A is twin[1].A is twin[2].A
+    twin(torch.randn(3, 8)).sum().backward()
+    with torch.no_grad():
+        twin[0].A.add_(1.0)  # an optimizer's step, through one layer: all of them see it
+    assert torch.equal(twin[2].A, original[2].A + 1.0)
+
+
 def test_the_attention_constants_are_set_again_by_reset_parameters():
     twin = on_meta(MODULES["attention quaternion (Tay et al.)"][0]).to_empty(device="cpu")
     twin.reset_parameters()
@@ -184,6 +204,8 @@ def test_a_model_built_on_the_meta_device_loads_and_computes_as_the_original(nam
         twin = build_model(DATA / data, arguments)
     assert all(p.is_meta for p in twin.parameters())
     twin.to_empty(device="cpu").load_state_dict(original.state_dict(), strict=True)
+    rules = {id(layer.A) for layer in original.modules() if isinstance(layer, PHMLinear)}
+    assert len({id(layer.A) for layer in twin.modules() if isinstance(layer, PHMLinear)}) == len(rules)
     net_input = net_input_of(name)
     with torch.no_grad():
         torch.testing.assert_close(model_output(twin.eval(), net_input), model_output(original, net_input))

@@ -12,10 +12,18 @@ the weight once and keeps it, explicitly, as PEFT merges an adapter (a plain mer
 model for inference (fairseq-generate, fairseq-interactive, the hub interface).
 """
 
-from typing import Optional, Tuple
+import weakref
+from typing import Dict, Optional, Tuple
 
 import torch
 from torch import Tensor, nn
+
+# One entry per call of nn.Module._apply (keyed by its function, which lives as long as the call): the
+# Parameters that a move replaced by new ones, so that a Parameter shared by several modules (a tied rule)
+# is replaced by one new Parameter in all of them, as copy.deepcopy keeps it shared. nn.Module._apply
+# replaces a Parameter module by module where it cannot swap its data in place (to_empty() from the meta
+# device), which would untie it.
+_MOVED: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 
 
 def _same_tensors(a: Tuple[Tensor, ...], b: Tuple[Tensor, ...]) -> bool:
@@ -118,10 +126,29 @@ class DerivedWeight(nn.Module):
     def _apply(self, fn, recurse=True):
         merged = self.merged
         self.unmerge()
+        before = dict(self._parameters)
         module = super()._apply(fn, recurse)
+        self._keep_shared_parameters(fn, before)
         if merged:  # on the moved tensors (to_empty(): uninitialised until loaded or reset, which merge again)
             self.merge()
         return module
+
+    def _keep_shared_parameters(self, fn, before: Dict[str, Optional[Tensor]]) -> None:
+        """A Parameter that ``fn`` replaced here and already replaced in another module in the same call
+        (a rule shared by several layers) becomes the other module's new Parameter: one, still shared."""
+        try:
+            moved = _MOVED.setdefault(fn, {})
+        except TypeError:  # a function that takes no weak reference
+            return
+        for name, old in before.items():
+            new = self._parameters.get(name)
+            if old is None or new is None or new is old:
+                continue
+            earlier = moved.get(id(old))
+            if earlier is not None and earlier[0]() is old:
+                self._parameters[name] = earlier[1]
+            else:
+                moved[id(old)] = (weakref.ref(old), new)
 
     def __setattr__(self, name, value):
         if name == "weight":
