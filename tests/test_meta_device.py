@@ -152,6 +152,28 @@ def test_a_shared_rule_stays_one_parameter_through_to_empty():
     assert torch.equal(twin[2].A, original[2].A + 1.0)
 
 
+def test_a_shared_rule_stays_one_parameter_through_load_state_dict_with_assign(tmp_path):
+    """load_state_dict(assign=True) makes a Parameter of each module's checkpoint tensor; the layers that
+    share a rule, whose checkpoint tensors share their memory, keep one."""
+    spec = LinearSpec("phm", n=4, shared_rule="model")
+
+    def make():
+        return spec.finish_model(torch.nn.Sequential(spec.build(8, 16), spec.build(16, 16), spec.build(16, 8)))
+
+    original = make()
+    torch.save(original.state_dict(), tmp_path / "tied.pt")
+    for state in (original.state_dict(), torch.load(tmp_path / "tied.pt", weights_only=True)):
+        twin = on_meta(make)
+        twin.load_state_dict(state, assign=True)
+        assert twin[0].A is twin[1].A is twin[2].A
+        assert len(list(twin.parameters())) == len(list(original.parameters()))
+    # tensors that only hold equal values are not tied by a load
+    untied = {key: t.clone() for key, t in original.state_dict().items()}
+    twin = on_meta(make)
+    twin.load_state_dict(untied, assign=True)
+    assert twin[0].A is not twin[1].A
+
+
 def test_the_attention_constants_are_set_again_by_reset_parameters():
     twin = on_meta(MODULES["attention quaternion (Tay et al.)"][0]).to_empty(device="cpu")
     twin.reset_parameters()

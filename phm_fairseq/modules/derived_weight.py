@@ -24,6 +24,9 @@ from torch import Tensor, nn
 # replaces a Parameter module by module where it cannot swap its data in place (to_empty() from the meta
 # device), which would untie it.
 _MOVED: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+# The same for load_state_dict(assign=True), which assigns each module the checkpoint's tensor as a new
+# Parameter: id of the replaced Parameter -> (a weak reference to it, one to its replacement).
+_ASSIGNED: Dict[int, Tuple["weakref.ref", "weakref.ref"]] = {}
 
 
 def _same_tensors(a: Tuple[Tensor, ...], b: Tuple[Tensor, ...]) -> bool:
@@ -150,10 +153,42 @@ class DerivedWeight(nn.Module):
             else:
                 moved[id(old)] = (weakref.ref(old), new)
 
+    def _load_from_state_dict(self, *args, **kwargs):
+        before = dict(self._parameters)
+        super()._load_from_state_dict(*args, **kwargs)
+        self._keep_shared_assignments(before)
+
+    def _keep_shared_assignments(self, before: Dict[str, Optional[Tensor]]) -> None:
+        """After ``load_state_dict(assign=True)``: a Parameter shared with a module loaded before (a rule
+        shared by several layers), whose checkpoint tensors are one tensor (the same memory), stays shared:
+        this module takes the other's new Parameter rather than one of its own."""
+        for name, old in before.items():
+            new = self._parameters.get(name)
+            if old is None or new is None or new is old:
+                continue
+            earlier = _ASSIGNED.get(id(old))
+            other = earlier[1]() if earlier is not None and earlier[0]() is old else None
+            if other is not None and _same_memory(other, new):
+                self._parameters[name] = other
+            else:
+                key = id(old)
+                _ASSIGNED[key] = (weakref.ref(old, lambda _, key=key: _ASSIGNED.pop(key, None)), weakref.ref(new))
+
     def __setattr__(self, name, value):
         if name == "weight":
             raise AttributeError(self.weight_refusal())
         super().__setattr__(name, value)
+
+
+def _same_memory(a: Tensor, b: Tensor) -> bool:
+    return (
+        a.device == b.device
+        and a.device.type != "meta"
+        and a.dtype == b.dtype
+        and a.shape == b.shape
+        and a.stride() == b.stride()
+        and a.data_ptr() == b.data_ptr()
+    )
 
 
 def _merge_again(module: DerivedWeight, incompatible_keys) -> None:
