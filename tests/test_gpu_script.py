@@ -19,18 +19,23 @@ import torch.nn.functional as F
 
 REPO = Path(__file__).resolve().parent.parent
 GPU = REPO / "scripts" / "gpu"
+sys.path.insert(0, str(GPU))  # the driver package, as run.py finds it beside itself
+
+from driver import cli, clock, install, modes, plan, quality, training  # noqa: E402
+from driver.context import Context  # noqa: E402
 
 
-def load_driver():
-    spec = importlib.util.spec_from_file_location("gpu_run", GPU / "run.py")
+def context(tmp_path, mode=modes.DRY_RUN, wheels=None) -> Context:
+    return Context.create(mode, sys.executable, tmp_path, tmp_path / "work", wheels or tmp_path, time.time(),
+                          modes.PARTS, "test")  # fmt: skip
+
+
+def load_script(name: str):
+    """scripts/gpu/NAME.py, a program the driver starts, as a module."""
+    spec = importlib.util.spec_from_file_location(f"gpu_{name}", GPU / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
-
-
-@pytest.fixture(scope="module")
-def driver():
-    return load_driver()
 
 
 @pytest.mark.slow
@@ -88,45 +93,43 @@ def running(pid: int) -> bool:
     return state != "Z"
 
 
-def test_a_part_past_its_cap_is_stopped_with_what_it_started_and_the_next_part_runs(driver, tmp_path, monkeypatch):
-    monkeypatch.setattr(driver, "MIN_PART_SECONDS", 0)
-    run = driver.Run(driver.DRY_RUN, sys.executable, tmp_path, tmp_path / "work", tmp_path, time.time(),
-                     driver.PARTS, "test")  # fmt: skip
+def test_a_part_past_its_cap_is_stopped_with_what_it_started_and_the_next_part_runs(tmp_path, monkeypatch):
+    monkeypatch.setattr(clock, "MIN_PART_SECONDS", 0)
+    ctx = context(tmp_path)
     pid_file = tmp_path / "pid"
 
-    def overrunning(deadline):
+    def overrunning(ctx, deadline):
         # a shell whose child would outlive it: stopping the part stops the whole process group
         script = f"sleep 60 & echo $! > {pid_file}; wait"
-        run.run(["bash", "-c", script], tmp_path / "x.log", deadline)
+        ctx.processes.run(["bash", "-c", script], tmp_path / "x.log", deadline)
 
-    assert not run.part("training", 1, overrunning)
-    assert run.report.data["parts"]["training"]["status"] == "timed out"
+    assert not plan.part(ctx, "training", 1, overrunning)
+    assert ctx.report.status("training") == "timed out"
     assert not running(int(pid_file.read_text()))
 
-    assert not run.part("benchmarks", 10, lambda deadline: 1 / 0)
-    assert run.part("quality", 10, lambda deadline: {"runs": []})
+    assert not plan.part(ctx, "benchmarks", 10, lambda ctx, deadline: 1 / 0)
+    assert plan.part(ctx, "quality", 10, lambda ctx, deadline: {"runs": []})
     parts = json.loads((tmp_path / "report.json").read_text())["parts"]
     assert parts["benchmarks"]["status"] == "failed" and "ZeroDivisionError" in parts["benchmarks"]["error"]
     assert parts["quality"]["status"] == "ok"
 
 
 # run.py's main() with one part's command replaced by a shell whose child would outlive it (both write
-# their ids to PIDS): training as Run.run() waits for it, data in a thread beside the main one, quality
-# as phm-run's runs side by side
+# their ids to PIDS): training as Processes.run() waits for it, data in a thread beside the main one,
+# quality as its runs side by side
 STOPPABLE = """
 import importlib.util, pathlib, sys
 spec = importlib.util.spec_from_file_location("gpu_run", sys.argv[1])
-driver = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(driver)
+run = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(run)
+from driver import plan, quality
 part, out, pids = sys.argv[2], sys.argv[3], pathlib.Path(sys.argv[4])
 script = ["bash", "-c", f"sleep 300 & echo $$ $! > {pids}.partial && mv {pids}.partial {pids}; wait"]
 if part == "quality":
-    driver.quality_command = lambda python, config, runs_dir: script
+    quality.command = lambda *args: script
 else:
-    setattr(driver.Run, {"training": "training", "data": "prepare_data"}[part],
-            lambda self, deadline: self.run(script, self.log(part), deadline))
-sys.argv = ["run.py", "--mode", "cpu-dry-run", "--out", out, "--work", out + "/work", "--parts", part]
-sys.exit(driver.main())
+    plan.BODIES[part] = lambda ctx, deadline: ctx.processes.run(script, ctx.log(part), deadline)
+sys.exit(run.main(["--mode", "cpu-dry-run", "--out", out, "--work", out + "/work", "--parts", part]))
 """
 
 
@@ -134,7 +137,7 @@ sys.exit(driver.main())
 def test_sigterm_or_ctrl_c_stops_the_running_parts_processes_and_the_report_says_stopped(part, signum, tmp_path):
     out, pids = tmp_path / "out", tmp_path / "pids"
     command = [sys.executable, "-c", STOPPABLE, str(GPU / "run.py"), part, str(out), str(pids)]
-    driver = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
     def started():  # the child, and the part reported running (quality: with its runs' rows)
         if not pids.exists() or not (out / "report.json").exists():
@@ -143,13 +146,13 @@ def test_sigterm_or_ctrl_c_stops_the_running_parts_processes_and_the_report_says
         return reported["status"] == "running" and (part != "quality" or "runs" in reported)
 
     deadline = time.time() + 60
-    while not started() and driver.poll() is None and time.time() < deadline:
+    while not started() and process.poll() is None and time.time() < deadline:
         time.sleep(0.05)
-    assert started(), driver.communicate(timeout=60)[0] if driver.poll() is not None else "not started in 60 s"
+    assert started(), process.communicate(timeout=60)[0] if process.poll() is not None else "not started in 60 s"
     shell, child = map(int, pids.read_text().split())
-    driver.send_signal(signum)  # SIGTERM, as `timeout` sends it, or Ctrl-C's SIGINT
-    output = driver.communicate(timeout=60)[0]
-    assert driver.returncode == (128 + 15 if signum == 15 else -2), output  # Python ends itself by SIGINT
+    process.send_signal(signum)  # SIGTERM, as `timeout` sends it, or Ctrl-C's SIGINT
+    output = process.communicate(timeout=60)[0]
+    assert process.returncode == (128 + 15 if signum == 15 else -2), output  # Python ends itself by SIGINT
     deadline = time.time() + 10  # killed, the sleep may take a moment to end after its shell
     while (running(shell) or running(child)) and time.time() < deadline:
         time.sleep(0.05)
@@ -164,38 +167,83 @@ def test_sigterm_or_ctrl_c_stops_the_running_parts_processes_and_the_report_says
     assert f"| {part} | stopped |" in (out / "report.md").read_text()
 
 
-FAKE_PHM_RUN = """
+# a record phm-run wrote of a Multi30k run, which the fake phm-run below leaves as its own
+RECORD = REPO / "results" / "runs" / "converged" / "multi30k_iwslt" / "phm_n4" / "seed1" / "result.json"
+DONE_TRAINING = "2026-11-27 14:41:04 | INFO | fairseq_cli.train | done training in 12.0 seconds\n"
+
+
+def test_a_quality_run_stopped_before_its_last_5_epochs_is_averaged_over_those_there_are(tmp_path, monkeypatch):
+    program = load_script("quality")
+    calls = []
+
+    def fake_phm_run(config, runs_dir):
+        # the first run: the time cap left 3 epochs of the recipe's 5, and averaging refused; the second: done
+        calls.append(json.loads(config.read_text()).get("evaluate"))
+        run = runs_dir / "gpu" / "multi30k_iwslt" / "phm_n4" / "seed1"
+        (run / "checkpoints").mkdir(parents=True, exist_ok=True)
+        if len(calls) == 1:
+            for epoch in (1, 2, 3):
+                (run / "checkpoints" / f"checkpoint{epoch}.pt").write_text("")
+            (run / "train.log").write_text(DONE_TRAINING)
+            return 1
+        record = json.loads(RECORD.read_text())
+        record["averaged_evaluation"]["averaged"] = [f"checkpoint{epoch}.pt" for epoch in (1, 2, 3)]
+        (run / "result.json").write_text(json.dumps(record))
+        return 0
+
+    monkeypatch.setattr(program, "run_phm_run", fake_phm_run)
+    row_file = tmp_path / "row.json"
+    argv = ["--config", "multi30k_iwslt/phm_n4", "--data", str(tmp_path / "data"), "--runs-dir", str(tmp_path / "runs")]
+    argv += ["--work", str(tmp_path / "work"), "--training-seconds", "300", "--row", str(row_file)]
+    assert program.main(argv) == 0
+    assert calls == [None, {"average_last": 3}]  # the recipe's own evaluation first
+    written = json.loads(row_file.read_text())
+    row, record = written["row"], json.loads(RECORD.read_text())
+    assert (
+        row["status"] == "done"
+        and row["averaged_epochs"] == 3
+        and row["config"] == "configs/gpu/multi30k_iwslt/phm_n4.yaml"
+    )
+    assert row["bleu"] == record["evaluation"]["score"] and row["without_embeddings"] > 0
+    assert set(written["files"]) == {f"results/runs/gpu/multi30k_iwslt/phm_n4/seed1/{name}" for name in
+                                     ("result.json", "train.log")}  # fmt: skip
+    config = json.loads((tmp_path / "work" / "configs" / "gpu" / "multi30k_iwslt" / "phm_n4.yaml").read_text())
+    assert config["evaluate"] == {"average_last": 3} and config["train"]["stop-time-hours"] == round(300 / 3600, 5)
+
+
+# scripts/gpu/quality.py as the driver sees it: a row (running, then done) and the files it names
+FAKE_QUALITY_RUN = """
 import json, pathlib, sys
-config = pathlib.Path(sys.argv[1])
-name = config.relative_to(config.parents[2] / "gpu").with_suffix("")
-run = pathlib.Path(sys.argv[3]) / "gpu" / name / "seed1"
-(run / "checkpoints").mkdir(parents=True, exist_ok=True)
-average = json.loads(config.read_text()).get("evaluate", {}).get("average_last")
-if average is None:  # the recipe's 5: the time cap left 3 epochs
-    for epoch in (1, 2, 3):
-        (run / "checkpoints" / f"checkpoint{epoch}.pt").write_text("")
-    sys.exit(f"phm-run: error: {config}: evaluate.average_last: averaging the last 5 epoch checkpoints: 3 there")
-scores = {"score": 30.0, "chrf": 55.0}
-(run / "result.json").write_text(json.dumps({
-    "arch": "phm_transformer_iwslt", "parameters": {"total": 9, "without_embeddings": 4},
-    "training": {"last_epoch": 3}, "evaluation": scores,
-    "averaged_evaluation": {**scores, "averaged": ["checkpoint%d.pt" % e for e in range(4 - average, 4)]},
-}))
+row, record = pathlib.Path(sys.argv[1]), pathlib.Path(sys.argv[2])
+record.write_text("{}")
+row.write_text(json.dumps({"row": {"config": "configs/gpu/multi30k_iwslt/phm_n4.yaml", "status": "done",
+                                   "bleu": 30.0, "averaged_epochs": 3},
+                           "files": {"results/runs/gpu/multi30k_iwslt/phm_n4/seed1/result.json": str(record)}}))
 """
 
 
-def test_a_quality_run_stopped_before_its_last_5_epochs_is_averaged_over_those_there_are(driver, tmp_path, monkeypatch):
-    monkeypatch.setattr(driver, "quality_command", lambda python, config, runs: [python, "-c", FAKE_PHM_RUN, config,
-                                                                                "--runs-dir", runs])  # fmt: skip
-    mode = driver.dataclasses.replace(driver.GPU, quality_configs=("multi30k_iwslt/phm_n4",))
-    run = driver.Run(mode, sys.executable, tmp_path, tmp_path / "work", tmp_path, time.time(), driver.PARTS, "test")
-    assert run.part("quality", 300, run.quality)
-    (row,) = json.loads((tmp_path / "report.json").read_text())["parts"]["quality"]["runs"]
-    assert row["status"] == "done" and row["bleu"] == 30.0 and row["averaged_epochs"] == 3
-    config = json.loads((tmp_path / "work" / "configs" / "gpu" / "multi30k_iwslt" / "phm_n4.yaml").read_text())
-    assert config["evaluate"] == {"average_last": 3} and config["train"]["stop-time-hours"] > 0
+def test_the_quality_part_reports_each_runs_row_and_archives_its_files(tmp_path, monkeypatch):
+    record = tmp_path / "result.json"
+    monkeypatch.setattr(quality, "command", lambda ctx, name, training_s, deadline, runs_dir, row: [
+        sys.executable, "-c", FAKE_QUALITY_RUN, row, record])  # fmt: skip
+    mode = modes.dataclasses.replace(modes.GPU, quality_configs=("multi30k_iwslt/phm_n4",))
+    ctx = context(tmp_path, mode)
+    assert plan.part(ctx, "quality", 300)
+    reported = json.loads((tmp_path / "report.json").read_text())["parts"]["quality"]
+    assert reported["runs"] == [{"config": "configs/gpu/multi30k_iwslt/phm_n4.yaml", "status": "done",
+                                 "bleu": 30.0, "averaged_epochs": 3}]  # fmt: skip
+    assert reported["training_cap_s"] > 0
     with tarfile.open(tmp_path / "artifacts.tar") as tar:
         assert tar.getnames() == ["results/runs/gpu/multi30k_iwslt/phm_n4/seed1/result.json"]
+
+
+def test_a_quality_run_that_ends_without_its_row_is_reported_failed(tmp_path, monkeypatch):
+    monkeypatch.setattr(quality, "command", lambda *args: [sys.executable, "-c", "raise SystemExit(3)"])
+    ctx = context(tmp_path)
+    assert not plan.part(ctx, "quality", 300)
+    reported = json.loads((tmp_path / "report.json").read_text())["parts"]["quality"]
+    assert reported["status"] == "failed" and reported["error"] == "did not finish: multi30k_iwslt/phm_n4 (3)"
+    assert [row["status"] for row in reported["runs"]] == ["failed"]
 
 
 @pytest.mark.parametrize(
@@ -226,9 +274,9 @@ def test_a_wrong_cap_or_quality_run_is_refused_before_anything_runs(argv, messag
          "--quality: multi30k_base/phm_n4 is named twice (each run has one folder): name each run once"),
     ],
 )  # fmt: skip
-def test_a_budget_or_cap_that_cannot_time_a_run_or_a_quality_run_named_twice_is_refused(driver, argv, message, capsys):
+def test_a_budget_or_cap_that_cannot_time_a_run_or_a_quality_run_named_twice_is_refused(argv, message, capsys):
     with pytest.raises(SystemExit) as exit_:
-        driver.parse_args(["--out", "o", "--work", "w", *argv])
+        cli.parse_args(["--out", "o", "--work", "w", *argv])
     assert exit_.value.code == 2 and message in capsys.readouterr().err
 
 
@@ -262,44 +310,40 @@ def test_a_relative_out_and_work_folder_are_taken_from_where_the_command_is_type
     assert report["parts"]["quality"]["status"] == "skipped" and (tmp_path / work).is_dir()
 
 
-def test_budget_caps_and_quality_runs_given_on_the_command_line_are_the_runs(driver):
-    args = driver.parse_args(["--out", "o", "--work", "w", "--budget", "520", "--cap", "training=45",
+def test_budget_caps_and_quality_runs_given_on_the_command_line_are_the_runs():
+    args = cli.parse_args(["--out", "o", "--work", "w", "--budget", "520", "--cap", "training=45",
                               "--quality", "multi30k_base/phm_n4", "multi30k_base/transformer"])  # fmt: skip
-    mode = driver.settings(args)
-    assert mode.budget_s == 520 and mode.caps == {**driver.GPU.caps, "training": 45.0}
+    mode = modes.settings(args)
+    assert mode.budget_s == 520 and mode.caps == {**modes.GPU.caps, "training": 45.0}
     assert mode.quality_configs == ("multi30k_base/phm_n4", "multi30k_base/transformer")
-    assert driver.settings(driver.parse_args(["--out", "o", "--work", "w"])) == driver.GPU
+    assert modes.settings(cli.parse_args(["--out", "o", "--work", "w"])) == modes.GPU
 
 
 def test_a_training_of_the_matrix_starts_afresh_where_an_earlier_run_left_a_checkpoint(tmp_path, monkeypatch):
-    spec = importlib.util.spec_from_file_location("gpu_training", GPU / "training.py")
-    training = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(training)
-    args = training.argparse.Namespace(data=str(tmp_path), size="demo", tiny=True, updates=8, work=tmp_path,
+    program = load_script("training")
+    args = program.argparse.Namespace(data=str(tmp_path), size="demo", tiny=True, updates=8, work=tmp_path,
                                        results=tmp_path / "results.jsonl", deadline=time.time() + 60)  # fmt: skip
     left = tmp_path / "demo" / "PHM_n4" / "fp32" / "checkpoint_last.pt"
     left.parent.mkdir(parents=True)
     left.write_text("an earlier run's (a rerun on a warm GPU machine resumed it and trained no update)")
     seen = []
-    monkeypatch.setattr(training, "fairseq_train", lambda argv, bfloat16=False: seen.append(left.exists()))
-    training.Matrix(args).train("PHM n=4", "fp32")
+    monkeypatch.setattr(program, "fairseq_train", lambda argv, bfloat16=False: seen.append(left.exists()))
+    program.Matrix(args).train("PHM n=4", "fp32")
     assert seen == [False]
     (record,) = [json.loads(line) for line in args.results.read_text().splitlines()]
     assert record["model"] == "PHM n=4" and record["status"] == "failed"  # no log: no loss curve
 
 
-def test_the_warm_up_is_reported_apart_and_its_speed_never_enters_a_ratio(driver, tmp_path):
+def test_the_warm_up_is_reported_apart_and_its_speed_never_enters_a_ratio(tmp_path):
     def train(model, wps):
         return {"kind": "train", "size": "demo", "model": model, "precision": "fp16", "status": "ok",
                 "words_per_second": wps, "peak_mib": 100.0}  # fmt: skip
 
     warm_up = {"kind": "warm-up", "size": "demo", "model": "dense twin", "precision": "fp16",
                "words_per_second_curve": [6000.0, 29000.0, 141000.0], "error": None, "seconds": 20.0}  # fmt: skip
-    summary = driver.training_summary([warm_up, train("dense twin", 140000.0), train("PHM n=4", 84000.0)])
+    summary = training.summary([warm_up, train("dense twin", 140000.0), train("PHM n=4", 84000.0)])
     assert [r["speed_vs_dense"] for r in summary["runs"]] == [1.0, 0.6]
-    run = driver.Run(driver.DRY_RUN, sys.executable, tmp_path, tmp_path / "work", tmp_path, time.time(),
-                     driver.PARTS, "test")  # fmt: skip
-    assert run.part("training", 10, lambda deadline: summary)
+    assert plan.part(context(tmp_path), "training", 10, lambda ctx, deadline: summary)
     markdown = (tmp_path / "report.md").read_text()
     assert "Untimed warm-up before the demo runs (dense twin, fp16), words/s every tenth of its updates: 6k, 29k, " \
            "141k." in markdown  # fmt: skip
@@ -322,28 +366,27 @@ def fake_wheel(folder: Path, name: str, version: str) -> Path:
     return path
 
 
-def test_missing_wheels_install_offline_into_the_site_folder_once(driver, tmp_path):
+def test_missing_wheels_install_offline_into_the_site_folder_once(tmp_path):
     wheels = tmp_path / "wheels"
     wheels.mkdir()
     fake_wheel(wheels, "phm_gpu_probe", "1.0")
-    run = driver.Run(driver.GPU, sys.executable, tmp_path, tmp_path / "work", wheels, time.time(),
-                     driver.PARTS, "test")  # fmt: skip
+    ctx = context(tmp_path, modes.GPU, wheels)
     entry = {"requirement": "phm-gpu-probe==1.0", "name": "phm-gpu-probe", "version": "1.0", "module": "phm_gpu_probe"}
-    assert run.install_wheels([entry], time.time() + 120) == ["phm_gpu_probe-1.0-py3-none-any.whl"]
+    assert install.install_wheels(ctx, [entry], time.time() + 120) == ["phm_gpu_probe-1.0-py3-none-any.whl"]
     site = tmp_path / "work" / "site"
-    probe = subprocess.run([site / "bin" / "phm-gpu-probe"], env=run.env, capture_output=True, text=True)
+    probe = subprocess.run([site / "bin" / "phm-gpu-probe"], env=ctx.env, capture_output=True, text=True)
     assert probe.stdout == "probe\n", probe.stderr
 
     (site / "phm_gpu_probe" / "__init__.py").write_text("")  # a second install would overwrite this
-    run.install_wheels([entry], time.time() + 120)
+    install.install_wheels(ctx, [entry], time.time() + 120)
     assert (site / "phm_gpu_probe" / "__init__.py").read_text() == ""
 
     missing = {**entry, "requirement": "phm-gpu-probe==2.0", "version": "2.0"}
     with pytest.raises(RuntimeError, match="has no wheel of it .*run scripts/gpu/wheels.sh"):
-        run.install_wheels([missing], time.time() + 120)
+        install.install_wheels(ctx, [missing], time.time() + 120)
 
 
-def test_the_wheel_list_pins_the_tested_versions_and_names_modules_that_import_here(driver):
+def test_the_wheel_list_pins_the_tested_versions_and_names_modules_that_import_here():
     def normal(name):
         return re.sub(r"[-_.]+", "-", name).lower()
 
@@ -352,7 +395,7 @@ def test_the_wheel_list_pins_the_tested_versions_and_names_modules_that_import_h
         if "==" in line and not line.startswith("#"):
             name, version = line.split("==")
             pinned[normal(name)] = version.strip()
-    entries = driver.read_wheel_list()
+    entries = install.read_wheel_list()
     assert {"fairseq", "hydra", "omegaconf", "bitarray", "sklearn", "pydantic", "sacremoses"} <= {
         e["module"] for e in entries
     }
