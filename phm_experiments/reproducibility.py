@@ -178,7 +178,13 @@ def compare(entry: dict, reference: list, any_pins: bool = False) -> list:
         if known["data_sha256"] != entry["data_sha256"]:
             why = "other training data (data-prep, sacremoses or subword-nmt differ): the bits cannot be compared"
         elif known["kernels"] != entry["kernels"] and not any_pins:
-            why = f"other pins: {known['kernels']} against {entry['kernels']}"
+            mine, theirs = entry["kernels"], known["kernels"]
+            differ = [
+                f"{name}={mine.get(name, 'unset')} here, {theirs.get(name, 'unset')} there"
+                for name in sorted(set(mine) | set(theirs))
+                if mine.get(name) != theirs.get(name)
+            ]
+            why = f"other pins ({'; '.join(differ)}): not compared"
         else:
             why = first_difference(entry["trails"], known["trails"])
         results.append((known["machines"], why))
