@@ -24,8 +24,11 @@ setup(
     long_description_content_type="text/markdown",
     license="MIT",
     python_requires=">=3.11,<3.13",
-    # the plugin, and beside it the reproduction kit (phm-run, phm-collect), which needs the extra below
-    packages=find_packages(include=["phm_fairseq", "phm_fairseq.*", "phm_experiments", "phm_experiments.*"]),
+    # the layers (plain PyTorch), the plugin, and beside it the reproduction kit (phm-run, phm-collect),
+    # which needs the extra below
+    packages=find_packages(
+        include=["phm_layers", "phm_layers.*", "phm_fairseq", "phm_fairseq.*", "phm_experiments", "phm_experiments.*"]
+    ),
     install_requires=[
         "torch>=2.1",
         # fairseq's own runtime needs (ve-fairseq is installed with --no-deps)

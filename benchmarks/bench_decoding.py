@@ -32,7 +32,7 @@ from benchmarks.common import (
     timed_ratio,
     write_report,
 )
-from phm_fairseq.modules import PHMLinear, count_parameters
+from phm_layers import PHMLinear, count_parameters
 
 MODELS = {  # name -> (fairseq-train arguments, one-sentence target)
     "dense twin": (["--arch", "transformer_twin_base"], None),

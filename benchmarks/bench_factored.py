@@ -7,7 +7,7 @@
 Writes benchmarks/results/factored_<device>.{json,md,png}:
 - the sweep: for each shape and n, the factored product's time over the cached-H product's at
   every row count in ROW_SWEEP (the two timed against each other), and the largest row count up
-  to which it is faster from 2 rows (the crossover that phm_fairseq.modules.phm_linear.
+  to which it is faster from 2 rows (the crossover that phm_layers.phm_linear.
   factored_crossover encodes; one row always takes H);
 - the grid: PHMLinear (its own choice of product) against nn.Linear at ROWS x SHAPES x NS.
 Targets: at <= 5 rows, for layers of >= 1024 input features, at least 0.5 n times faster than
@@ -21,8 +21,8 @@ import torch
 from torch import nn
 
 from benchmarks.common import RESULTS, default_threads, environment, timed_ratio, write_report
-from phm_fairseq.modules import PHMLinear
-from phm_fairseq.modules.product_rule import factored_crossover, factored_rows_rule
+from phm_layers import PHMLinear
+from phm_layers.product_rule import factored_crossover, factored_rows_rule
 
 SHAPES = [(512, 2048), (2048, 512), (1024, 4096)]
 # the sweep also covers the maps of the translation models' sizes (demo 128, iwslt 256, base 512:

@@ -14,7 +14,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from phm_fairseq.modules import PHMLinear
+from phm_layers import PHMLinear
 
 from .common import (
     RESULTS,

@@ -13,7 +13,7 @@ import torch
 from torch import nn
 from torch.nn.utils.rnn import PackedSequence, pack_padded_sequence
 
-from phm_fairseq.modules import HypercomplexLSTM, LinearSpec
+from phm_layers import HypercomplexLSTM, LinearSpec
 
 from .common import RESULTS, default_threads, environment, timed_ratio, write_report
 

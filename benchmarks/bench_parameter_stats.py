@@ -6,7 +6,7 @@ batches, with and without them, in alternating rounds (ratios, not absolute time
 
 Writes benchmarks/results/parameter_stats_<device>.{json,md}. A step: forward, backward and fairseq's
 Adam on the bundled Multi30k en-de (4,096 tokens a batch). "statistics": a norm of every gradient and
-parameter and one copy of the parameters per step (phm_fairseq.modules.parameter_groups); "rule lr x10":
+parameter and one copy of the parameters per step (phm_layers.parameter_groups); "rule lr x10":
 the optimizer's groups split and restored around every step.
 """
 
@@ -16,7 +16,7 @@ from pathlib import Path
 import torch
 from fairseq.optim.adam import Adam
 
-from phm_fairseq.modules.parameter_groups import ParameterStatistics, param_groups
+from phm_layers.parameter_groups import ParameterStatistics, param_groups
 
 from .bench_translation import batches, build_from_flags, training_step
 from .common import REPO, RESULTS, default_threads, environment, prepare_multi30k, timed_ratio, write_report

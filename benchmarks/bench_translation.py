@@ -19,7 +19,7 @@ from pathlib import Path
 
 import torch
 
-from phm_fairseq.modules import PHMLinear
+from phm_layers import PHMLinear
 
 from .common import (
     REPO,
@@ -237,7 +237,7 @@ def main():
     sentences = sum(len(s["id"]) for s in test_samples)
     dense_checkpoint = checkpoint_mib(dense_model)
     dense_memory = None if args.no_memory else peak_memory_mib("dense twin", args)
-    from phm_fairseq.modules import count_parameters
+    from phm_layers import count_parameters
 
     env = environment(args.device)
     name = f"translation_{args.device}" + ("" if args.size == "iwslt" else f"_{args.size}")

@@ -200,4 +200,4 @@ class TrainingLog:
 
 
 PARAMETER_STATISTIC = re.compile(r"^(gnorm|pnorm|update)_[a-z]+$")
-"""The keys of --log-parameter-stats (phm_fairseq.modules.parameter_groups.ParameterStatistics)."""
+"""The keys of --log-parameter-stats (phm_layers.parameter_groups.ParameterStatistics)."""

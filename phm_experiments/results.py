@@ -18,7 +18,7 @@ from typing import Optional
 
 from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 
-from phm_fairseq.modules.parameter_count import ParameterCount
+from phm_layers.parameter_count import ParameterCount
 
 from .config import Number
 
@@ -47,7 +47,7 @@ class Record(BaseModel):
 
 
 class Counts(Record):
-    """phm_fairseq.modules.count_parameters's counts as ParameterCount.as_dict writes them: four
+    """phm_layers.count_parameters's counts as ParameterCount.as_dict writes them: four
     counts and the two derived from them (``dense_*``: every PHM or quaternion layer counted as the
     nn.Linear it stands for), which must agree with them."""
 

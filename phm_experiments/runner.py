@@ -110,12 +110,12 @@ def teacher_record(teacher: Run) -> Teacher:
 
 
 def count_parameters_of(checkpoint: Path, module=None) -> Parameters:
-    """Counts of the trained model (see phm_fairseq.modules.count_parameters), and of one of its
+    """Counts of the trained model (see phm_layers.count_parameters), and of one of its
     submodules when ``module`` names one (Table 1 counts the LSTM encoder, Table 5 the layers)."""
     from fairseq import checkpoint_utils
 
     import phm_fairseq  # noqa: F401  (registers the models the checkpoint names)
-    from phm_fairseq.modules import count_parameters
+    from phm_layers import count_parameters
 
     models, _cfg, _task = checkpoint_utils.load_model_ensemble_and_task([str(checkpoint)])
     counted = ModuleParameters.of(count_parameters(models[0].get_submodule(module)), name=module) if module else None

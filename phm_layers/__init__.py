@@ -1,4 +1,8 @@
-"""Hypercomplex layers in plain PyTorch (no fairseq import): usable in any model."""
+"""PHM, quaternion and hypercomplex LSTM layers in plain PyTorch, usable in any ``nn.Module``.
+
+The package imports torch alone (neither fairseq nor phm_fairseq): docs/pytorch.md has an example
+outside fairseq; the fairseq plugin ``phm_fairseq`` builds its models from these layers.
+"""
 
 from .algebra import ALGEBRAS, multiplication_rule, structure_constants
 from .functional import kronecker_sum, kronecker_sum_linear

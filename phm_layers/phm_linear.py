@@ -253,7 +253,7 @@ class PHMLinear(DerivedWeight):
         return (
             f"{type(self).__name__}.weight is H = sum_i A_i kron S_i, computed from {factors} when read, and "
             f"cannot be assigned. For the layer nearest to a dense weight W (keeping its bias), call "
-            f"phm_fairseq.modules.fit_phm_layer(layer, W), which returns how near it came; or change {factors}: "
+            f"phm_layers.fit_phm_layer(layer, W), which returns how near it came; or change {factors}: "
             f"in place under torch.no_grad(), with load_state_dict() or reset_parameters()"
         )
 

@@ -58,7 +58,7 @@ def layer_weights(state: dict) -> list:
 def pooled_error(matrices: list, n: int) -> float:
     """sqrt(sum ||W - H||^2 / sum ||W||^2) over the matrices, H the nearest n-term Kronecker sum
     (nan where every matrix is 0)."""
-    from phm_fairseq.modules.kronecker_decomposition import nearest_kronecker_sum
+    from phm_layers.kronecker_decomposition import nearest_kronecker_sum
 
     error = total = 0.0
     for weight in matrices:

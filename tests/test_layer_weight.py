@@ -10,7 +10,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from phm_fairseq.modules import GATE_LAYOUTS, HypercomplexLSTM, LinearSpec, PHMLinear, QuaternionLinear
+from phm_layers import GATE_LAYOUTS, HypercomplexLSTM, LinearSpec, PHMLinear, QuaternionLinear
 
 DATA = Path(__file__).resolve().parent / "fixtures" / "checkpoints" / "data"
 LAYERS = {
@@ -57,7 +57,7 @@ WRITES = {
 
 ASSIGNMENT = (
     "PHMLinear.weight is H = sum_i A_i kron S_i, computed from A and S when read, and cannot be assigned. For the "
-    "layer nearest to a dense weight W (keeping its bias), call phm_fairseq.modules.fit_phm_layer(layer, W), which "
+    "layer nearest to a dense weight W (keeping its bias), call phm_layers.fit_phm_layer(layer, W), which "
     "returns how near it came; or change A and S: in place under torch.no_grad(), with load_state_dict() or "
     "reset_parameters()"
 )
@@ -95,7 +95,7 @@ def test_every_kind_refuses_assignments_of_its_weight_with_what_to_do_instead(ki
 
 def test_the_derived_weight_uses_no_private_torch_functions():
     """PyTorch's own idiom (issue 57, item 2): a property, no Tensor subclass, no torch._C."""
-    from phm_fairseq.modules import derived_weight
+    from phm_layers import derived_weight
 
     source = Path(derived_weight.__file__).read_text()
     assert "torch._C" not in source and "_functorch" not in source and "__torch_function__" not in source
@@ -117,7 +117,7 @@ def test_the_call_that_the_refusal_names_sets_the_weight_and_keeps_the_bias(kind
     """fit_phm_layer(layer, W), as the message says, on every kind of layer, with a bias or without: H
     becomes the nearest the layer holds to W (W itself where W has the layer's structure), the bias is kept,
     and it stays as strict as before where a bias is given."""
-    from phm_fairseq.modules import fit_phm_layer
+    from phm_layers import fit_phm_layer
 
     layer = in_mode(FITTED[kind](), mode)
     bias = None if layer.bias is None else layer.bias.detach().clone()
@@ -125,7 +125,7 @@ def test_the_call_that_the_refusal_names_sets_the_weight_and_keeps_the_bias(kind
         W = in_mode(FITTED[kind](), "train").build_weight()  # a weight that this kind of layer holds exactly
     with pytest.raises(AttributeError) as refused:
         layer.weight = W
-    assert "call phm_fairseq.modules.fit_phm_layer(layer, W)" in str(refused.value)
+    assert "call phm_layers.fit_phm_layer(layer, W)" in str(refused.value)
     factors = fit_phm_layer(layer, W)
     x = torch.randn(3, 8)
     with torch.no_grad():
@@ -344,7 +344,7 @@ def test_fairseq_prepares_a_model_for_inference_by_merging_every_layer(monkeypat
 
 
 def kronecker_of(layer):
-    from phm_fairseq.modules import kronecker_sum
+    from phm_layers import kronecker_sum
 
     return kronecker_sum(*layer.kronecker_factors())
 

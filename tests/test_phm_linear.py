@@ -748,8 +748,8 @@ def test_importing_the_layers_changes_nothing_process_wide():
         "names = lambda m: [name for name in dir(m) if name.startswith('_global_') and name.endswith('hooks')]\n"
         "hooks = lambda: [dict(getattr(m, name)) for m in (opt, mod) for name in names(m)]\n"
         "before = (hooks(), torch.nn.Parameter.__subclasses__())\n"
-        "import phm_fairseq.modules\n"
-        "layer = phm_fairseq.modules.PHMLinear(8, 8, n=2)\n"
+        "import phm_layers\n"
+        "layer = phm_layers.PHMLinear(8, 8, n=2)\n"
         "assert type(layer.A) is type(layer.S) is torch.nn.Parameter, (type(layer.A), type(layer.S))\n"
         "assert (hooks(), torch.nn.Parameter.__subclasses__()) == before, (before, hooks())\n"
     )

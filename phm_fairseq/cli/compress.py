@@ -42,7 +42,7 @@ from phm_fairseq.cli.checkpoint_files import (
 )
 from phm_fairseq.models.compress import CompressionError, compress_into, total_relative_error
 from phm_fairseq.models.linear_args import LINEAR_FLAGS, TRANSFORMER_FLAGS, dest
-from phm_fairseq.modules import count_parameters
+from phm_layers import count_parameters
 
 HYPERCOMPLEX_KINDS = ("phm", "quaternion")
 SIZE_KEYS = tuple(

@@ -41,7 +41,7 @@ from phm_fairseq.cli.checkpoint_files import (
     written_in_place,
 )
 from phm_fairseq.cli.command import RefusedInput
-from phm_fairseq.modules import count_parameters
+from phm_layers import count_parameters
 
 FORMATS = ("fairseq", "ctranslate2")
 # ctranslate2's own list (ctranslate2.specs.model_spec.ACCEPTED_MODEL_TYPES; a test holds them equal),

@@ -23,7 +23,7 @@ from phm_fairseq.cli.checkpoint_files import (
     task_and_arch,
 )
 from phm_fairseq.cli.command import RefusedInput
-from phm_fairseq.modules import count_parameters
+from phm_layers import count_parameters
 
 
 def load_checkpoint(path: str, data=None):

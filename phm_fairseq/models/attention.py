@@ -5,7 +5,7 @@ import math
 from fairseq.modules import MultiheadAttention
 from torch import nn
 
-from ..modules import LinearSpec, PHMLinear
+from phm_layers import LinearSpec, PHMLinear
 
 
 class FusedProduct:

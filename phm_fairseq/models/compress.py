@@ -11,7 +11,8 @@ from dataclasses import asdict, dataclass
 import torch
 from torch import nn
 
-from ..modules import PHMLinear, QuaternionLinear, fit_phm_layer
+from phm_layers import PHMLinear, QuaternionLinear, fit_phm_layer
+
 from .attention import RowSlice
 
 

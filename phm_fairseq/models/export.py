@@ -6,7 +6,8 @@ import torch
 from fairseq.modules import MultiheadAttention
 from torch import nn
 
-from ..modules import PHMLinear
+from phm_layers import PHMLinear
+
 from .attention import HypercomplexMultiheadAttention
 from .transformer import add_hypercomplex_args, remove_residual_gate
 

@@ -4,8 +4,9 @@ Each flag is declared once, as argparse's keyword arguments in a table (LINEAR_F
 model's; TRANSFORMER_FLAGS: the Transformers' besides), that the models' add_args and phm-compress
 read: a flag added or changed here is one of theirs too."""
 
-from ..modules import KINDS, RULES, SHARED_RULE_SCOPES, LinearSpec
-from ..modules.parameter_groups import lr_scale
+from phm_layers import KINDS, RULES, SHARED_RULE_SCOPES, LinearSpec
+from phm_layers.parameter_groups import lr_scale
+
 from .attention import FUSED_QKV_INITS
 
 LINEAR_FLAGS = {

@@ -15,7 +15,8 @@ from fairseq.models import BaseFairseqModel, register_model, register_model_arch
 from fairseq.models.lstm import LSTMEncoder
 from torch import nn
 
-from ..modules import GATE_LAYOUTS, HypercomplexLSTM, LinearSpec, max_mean_pool
+from phm_layers import GATE_LAYOUTS, HypercomplexLSTM, LinearSpec, max_mean_pool
+
 from ..tasks.nli import NLITask
 from .linear_args import add_linear_args, linear_spec_from_args
 from .task_check import require_task

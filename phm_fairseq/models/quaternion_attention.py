@@ -6,7 +6,8 @@ import torch
 from fairseq import utils
 from torch import Tensor
 
-from ..modules import structure_constants
+from phm_layers import structure_constants
+
 from .attention import HypercomplexMultiheadAttention
 
 

@@ -5,7 +5,7 @@ fairseq gives a plugin no place to shape the optimizer that fairseq-train builds
 from one flat list of the model's parameters (``Trainer._build_optimizer``), and
 ``FairseqOptimizer.set_lr``, which every fairseq lr scheduler calls at each update, overwrites the lr of
 every param group with the one lr. So, where the model's layers carry scales
-(``phm_fairseq.modules.parameter_groups``), ``prepare_optimizer`` splits the torch optimizer that steps
+(``phm_layers.parameter_groups``), ``prepare_optimizer`` splits the torch optimizer that steps
 the model's parameters into groups by scale, once, right after the Trainer has built it (before any
 checkpoint's optimizer state is loaded into it, and before its first step), and has the FairseqOptimizer
 that owns it set each group's lr times its ``lr_scale``. Each group keeps its scales, so the optimizer's
@@ -28,7 +28,7 @@ from fairseq.optim.amp_optimizer import AMPOptimizer
 from fairseq.optim.fp16_optimizer import FP16Optimizer, MemoryEfficientFP16Optimizer
 from fairseq.trainer import Trainer
 
-from ..modules.parameter_groups import (
+from phm_layers.parameter_groups import (
     ParameterStatistics,
     regroup_state_dict,
     scaled_set_lr,

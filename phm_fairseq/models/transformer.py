@@ -24,7 +24,8 @@ from fairseq.modules.checkpoint_activations import checkpoint_wrapper
 from fairseq.modules.transformer_layer import TransformerDecoderLayerBase, TransformerEncoderLayerBase
 from torch import nn
 
-from ..modules import LinearSpec
+from phm_layers import LinearSpec
+
 from .attention import HypercomplexMultiheadAttention
 from .linear_args import add_linear_args, add_transformer_args, linear_spec_from_args
 from .positions import set_positions_at_every_load

@@ -17,7 +17,8 @@ One registered model (``hypercomplex_transformer_classifier``) whose kind of lin
 from fairseq.models import FairseqEncoderModel, register_model, register_model_architecture
 from fairseq.models.transformer import TransformerConfig, TransformerModel, base_architecture
 
-from ..modules import LinearSpec, mean_pool
+from phm_layers import LinearSpec, mean_pool
+
 from ..tasks.sentence_classification import SentenceClassificationTask
 from .task_check import require_task
 from .transformer import (

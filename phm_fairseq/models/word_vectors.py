@@ -7,7 +7,7 @@ import os
 import torch
 from torch import nn
 
-from ..modules import LinearSpec
+from phm_layers import LinearSpec
 
 logger = logging.getLogger(__name__)
 
