@@ -1,17 +1,18 @@
-"""phm-fairseq: PHM and quaternion layers, and the models of Zhang et al. (ICLR 2021), for fairseq.
+"""phm-fairseq: the models of Zhang et al. (ICLR 2021) for fairseq, built from the PHM and quaternion
+layers of ``phm_layers`` (plain PyTorch, no fairseq: use that package for the layers alone).
 
-``fairseq-train --user-dir phm_fairseq`` (or ``import phm_fairseq``) registers the plugin's
-models, tasks and criterions with fairseq and allows fairseq's checkpoints in torch's safe loading
-(``checkpoints.py``); it changes nothing else in the process. Imported before fairseq, it registers
-when fairseq is imported (a finder in sys.meta_path waits for it). The layers in
-``phm_fairseq.modules`` are plain PyTorch: importing them imports neither fairseq nor the plugin's
-models, and works without fairseq installed.
+``import phm_fairseq``, or fairseq's ``--user-dir phm_fairseq`` (the hub interface's ``user_dir``),
+imports fairseq and registers the plugin's models, tasks and criterions, as fairseq's own
+examples/linformer does. Importing it changes two things beyond fairseq's registries, both for the
+plugin's checkpoints and training:
+
+- torch's safe loading allows the classes that fairseq's checkpoints hold (``checkpoints.py``);
+- fairseq's ``Trainer._build_optimizer`` is wrapped (``models/training.py``), so that fairseq-train
+  splits its optimizer by the lr and weight-decay scales of the PHM factors; a model without scales
+  (and without --log-parameter-stats) gets fairseq's optimizer as it was.
 """
 
-import importlib.abc
-import importlib.util
 import os
-import sys
 
 __version__ = "0.1.0"
 
@@ -19,35 +20,4 @@ PLUGIN_DIR = os.path.dirname(os.path.abspath(__file__))
 """The plugin's package folder: fairseq's --user-dir (fairseq accepts it once the plugin is
 imported only as an entry of ``phm_fairseq.__path__``, which this is)."""
 
-from . import checkpoints  # noqa: E402, F401  (torch only)
-
-
-def _register_with_fairseq():
-    from . import criterions, models, tasks  # noqa: F401  (fairseq's --user-dir imports no criterions/)
-
-
-class _RegisterWhenFairseqIsImported(importlib.abc.MetaPathFinder):
-    """Registers the plugin as soon as fairseq is imported. It cannot wait for fairseq to ask: fairseq's
-    --user-dir and the hub interface's user_dir import nothing of a plugin already in sys.modules (a
-    script that imported the layers first), and it must not import fairseq itself for the layers."""
-
-    def find_spec(self, name, path=None, target=None):
-        if name != "fairseq":
-            return None
-        sys.meta_path.remove(self)
-        spec = importlib.util.find_spec(name)
-        if spec is not None and spec.loader is not None:
-            execute = spec.loader.exec_module
-
-            def execute_then_register(module):
-                execute(module)
-                _register_with_fairseq()
-
-            spec.loader.exec_module = execute_then_register
-        return spec
-
-
-if "fairseq" in sys.modules:
-    _register_with_fairseq()
-else:
-    sys.meta_path.insert(0, _RegisterWhenFairseqIsImported())
+from . import checkpoints, criterions, models, tasks  # noqa: E402, F401  (registers with fairseq)

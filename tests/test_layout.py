@@ -1,6 +1,7 @@
 """The plugin does what it must and nothing more: importing it registers its models, tasks and
-criterions, and allows argparse.Namespace in torch's safe loading (docs/troubleshooting.md says
-why); it changes nothing else in the process. It needs neither the reproduction kit nor the kit's
+criterions, allows argparse.Namespace in torch's safe loading (docs/troubleshooting.md says why),
+and wraps fairseq's Trainer._build_optimizer (the layers' lr scales, models/training.py); it changes
+nothing else in the process. It needs neither the reproduction kit nor the kit's
 extra (pyyaml, matplotlib): the dependency points one way."""
 
 import ast
@@ -37,6 +38,7 @@ def state():
         "warning filters": len(warnings.filters),
         "safe globals": sorted(f"{g.__module__}.{g.__qualname__}" for g in torch.serialization.get_safe_globals()),
         "sys.path": list(sys.path),
+        "Trainer._build_optimizer wrapped": hasattr(fairseq.trainer.Trainer._build_optimizer, "prepares_phm_optimizer"),
     }
 
 before = state()
@@ -53,6 +55,10 @@ def test_importing_the_plugin_registers_it_and_changes_nothing_else():
     found = json.loads(out.stdout.strip().split("\n")[-1])
     before, after = found["before"], found["after"]
     allowed = set(after.pop("safe globals")) - set(before.pop("safe globals"))
+    assert [before.pop("Trainer._build_optimizer wrapped"), after.pop("Trainer._build_optimizer wrapped")] == [
+        False,
+        True,
+    ]
     # fairseq's checkpoints keep argparse.Namespace, and numpy arrays of numbers with --eval-bleu; the
     # plugin's earlier checkpoints, PluginModelArgs
     numpy_classes = {"numpy._core.multiarray._reconstruct", "numpy.ndarray", "numpy.dtype"}

@@ -1,8 +1,11 @@
-"""Importing the layers imports neither fairseq nor the models and leaves logging alone; the plugin
-registers with fairseq whenever fairseq arrives, in whatever order a script imports the two; and a
-checkpoint loaded without the plugin fails as docs/translation.md says."""
+"""The layers are their own package, ``phm_layers``: importing it imports neither fairseq nor the plugin and
+leaves logging alone. ``import phm_fairseq`` registers the plugin with fairseq, the plain way (its __init__
+imports its models, tasks and criterions), and so do fairseq-train's --user-dir and the hub interface's
+user_dir. The layers' old import path, phm_fairseq.modules, names the same modules and classes (pickles of
+old objects load). A checkpoint loaded without the plugin fails as docs/translation.md says."""
 
 import json
+import pickle
 import re
 import subprocess
 import sys
@@ -10,73 +13,101 @@ from pathlib import Path
 
 import pytest
 import torch
+from conftest import TINY_FLAGS, console, copy_task_files, run_command
 
 import phm_fairseq
+import phm_layers
 
 REPO = Path(__file__).resolve().parent.parent
 FIXTURES = REPO / "tests" / "fixtures" / "checkpoints"
 
-# A fresh interpreter: the layers first (as a script that only wants them); then one of the plugin's
-# tasks, whose import imports fairseq, and with it the plugin's models, which import the tasks (whole,
-# or an import cycle fails); then fairseq's hub interface's user_dir (fairseq.utils.import_user_module,
-# which imports nothing of a plugin already in sys.modules); then the old checkpoints of tests/fixtures.
-LAYERS_FIRST = r"""
+# A fresh interpreter: the layers alone first (as a script that only wants them), then fairseq's hub
+# interface with user_dir, which imports the plugin into a process where fairseq was not imported yet.
+LAYERS_THEN_HUB = r"""
 import json, logging, sys
 import torch
 root = logging.getLogger()
 logging_state = lambda: [root.level, [repr(h) for h in root.handlers], logging.root.manager.disable]
 before = logging_state()
 
-from phm_fairseq.modules import HypercomplexLSTM, PHMLinear
+from phm_layers import HypercomplexLSTM, PHMLinear
 PHMLinear(8, 16, n=2)(torch.randn(3, 8))
 after = logging_state()
 imported = sorted({name.split(".")[0] for name in sys.modules} & {"fairseq", "fairseq_cli", "hydra", "omegaconf"})
-plugin = sorted(name for name in sys.modules if name.startswith("phm_fairseq."))
+plugin = sorted(name for name in sys.modules if name.startswith("phm_fairseq"))
 
-from phm_fairseq.tasks.classification import ClassificationTask
+from fairseq.models.transformer import TransformerModel
+hub = TransformerModel.from_pretrained(sys.argv[1], checkpoint_file="phm_fused.pt", data_name_or_path=sys.argv[2],
+                                       user_dir=sys.argv[3])
+print(json.dumps({"logging": [before, after], "imported": imported, "plugin": plugin,
+                  "hub": type(hub.models[0]).__name__}))
+"""
 
-import argparse
-from fairseq import checkpoint_utils, utils
+# A fresh interpreter: the plugin's import registers it, with no import hook left behind.
+PLUGIN_IMPORT = r"""
+import json, sys
+meta_path = list(sys.meta_path)
+import phm_fairseq
 from fairseq.criterions import CRITERION_REGISTRY
 from fairseq.models import ARCH_MODEL_REGISTRY
 from fairseq.tasks import TASK_REGISTRY
-utils.import_user_module(argparse.Namespace(user_dir=sys.argv[1]))
 registered = [name in registry for name, registry in [
     ("phm_transformer_demo", ARCH_MODEL_REGISTRY), ("phm_lstm_nli", ARCH_MODEL_REGISTRY),
     ("transformer_twin_demo", ARCH_MODEL_REGISTRY), ("nli", TASK_REGISTRY),
     ("sentence_classification", TASK_REGISTRY), ("classification", CRITERION_REGISTRY)]]
-loaded = {}
-for name, data in json.loads(sys.argv[2]).items():
-    models, _cfg, _task = checkpoint_utils.load_model_ensemble_and_task([name], arg_overrides={"data": data})
-    loaded[name] = type(models[0]).__name__
-print(json.dumps({"logging": [before, after], "imported": imported, "plugin": plugin, "registered": registered,
-                  "loaded": loaded}))
+print(json.dumps({"registered": registered, "new finders": [repr(f) for f in sys.meta_path if f not in meta_path]}))
 """
 
 
-def test_the_layers_import_alone_and_the_plugin_registers_when_fairseq_arrives():
-    checkpoints = {
-        str(FIXTURES / f"{name}.pt"): str(FIXTURES / "data" / data)
-        for name, data in [("phm_fused", "translation"), ("phm_lstm_nli", "nli"), ("phm_classifier", "sentence")]
-    }
-    out = subprocess.run(
-        [sys.executable, "-c", LAYERS_FIRST, phm_fairseq.PLUGIN_DIR, json.dumps(checkpoints)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+def fresh_python(code, *argv):
+    out = subprocess.run([sys.executable, "-c", code, *map(str, argv)], capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-3000:]
-    found = json.loads(out.stdout.strip().splitlines()[-1])
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def test_the_layers_import_alone_and_the_hub_interface_registers_the_plugin_after_them():
+    found = fresh_python(LAYERS_THEN_HUB, FIXTURES, FIXTURES / "data" / "translation", phm_fairseq.PLUGIN_DIR)
     before, after = found["logging"]
     assert after == before, "the layers' import changed no logger, level or handler"
     assert found["imported"] == [], "no fairseq (nor its hydra and omegaconf) for the layers"
-    assert not any(name.startswith(("phm_fairseq.models", "phm_fairseq.tasks")) for name in found["plugin"])
-    assert all(found["registered"]), "models, tasks and the criterion, once fairseq is imported"
-    assert sorted(found["loaded"].values()) == [
-        "HypercomplexTransformerModel",
-        "LSTMNLIModel",
-        "TransformerClassifierModel",
-    ]
+    assert found["plugin"] == [], "nor the plugin"
+    assert found["hub"] == "HypercomplexTransformerModel"
+
+
+def test_importing_the_plugin_registers_it_without_an_import_hook():
+    found = fresh_python(PLUGIN_IMPORT)
+    assert all(found["registered"]), "models, tasks and the criterion"
+    assert found["new finders"] == []
+
+
+def test_fairseq_train_with_the_user_dir_trains_a_plugin_model(tmp_path):
+    data = copy_task_files(tmp_path / "raw", {"train": 64, "valid": 8, "test": 8})
+    command = [console("fairseq-train"), data, "--user-dir", "phm_fairseq", "--arch", "phm_transformer_demo"]
+    command += ["--phm-n", "2", *TINY_FLAGS, "--optimizer", "adam", "--lr", "0.001", "--max-tokens", "256"]
+    command += ["--max-update", "2", "--save-dir", tmp_path / "save", "--no-save", "--cpu", "--data-buffer-size", "0"]
+    out = run_command("sh", "-c", 'cd "$0" && exec "$@"', REPO, *command)  # --user-dir relative to the repository
+    log = out.stdout + out.stderr
+    assert "HypercomplexTransformerModel" in log and "done training" in log, log[-3000:]
+
+
+def test_the_old_import_path_names_the_same_modules_and_classes():
+    import phm_fairseq.modules
+    import phm_fairseq.modules.kronecker_decomposition
+    import phm_fairseq.modules.phm_linear
+    from phm_fairseq.modules import PHMLinear, derived_weight, linear_spec
+
+    assert PHMLinear is phm_layers.PHMLinear and phm_fairseq.modules.__all__ == phm_layers.__all__
+    assert phm_fairseq.modules.phm_linear is phm_layers.phm_linear and linear_spec is phm_layers.linear_spec
+    assert derived_weight is phm_layers.derived_weight
+    assert phm_fairseq.modules.kronecker_decomposition.fit_phm_layer is phm_layers.fit_phm_layer
+    # a layer pickled by an earlier version names its class by the old path
+    layer = phm_layers.PHMLinear(8, 4, n=2)
+    old = pickle.dumps(layer, protocol=2).replace(b"phm_layers.", b"phm_fairseq.modules.")
+    assert b"phm_fairseq.modules.phm_linear\nPHMLinear" in old and b"phm_layers" not in old
+    loaded = pickle.loads(old)
+    assert type(loaded) is phm_layers.PHMLinear
+    x = torch.randn(3, 8)
+    torch.testing.assert_close(loaded(x), layer(x))
 
 
 def documented_refusal() -> str:
