@@ -1,6 +1,7 @@
 """Where a figure comes from: the machine, the versions and the code, stored next to results."""
 
 import datetime
+import importlib.metadata
 import os
 import platform
 import shlex
@@ -63,7 +64,8 @@ def environment(device: str = "cpu", command=None) -> dict:
         fairseq_version = fairseq.__version__
     except ImportError:
         fairseq_version = None
-    from phm_fairseq import __version__
+    # the plugin's version as installed: read, not imported (importing the plugin imports fairseq)
+    plugin_version = importlib.metadata.version("phm-fairseq")
 
     from .commands import environment as commands_environment
     from .kernels import kernel_environment
@@ -77,7 +79,7 @@ def environment(device: str = "cpu", command=None) -> dict:
         "python": platform.python_version(),
         "torch": torch.__version__,
         "fairseq": fairseq_version,
-        "phm_fairseq": __version__,
+        "phm_fairseq": plugin_version,
         "device": torch.cuda.get_device_name() if device == "cuda" else _cpu_model(),
         "threads": torch.get_num_threads(),
         # the kernels torch picked for the CPU (AVX2, AVX512; the host's on a GPU machine): one model name covers both
