@@ -125,7 +125,7 @@ def markdown(title: str, result: dict, command: str) -> str:
 
 def plot(result: dict, path: Path, title: str) -> None:
     plt = pyplot()
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
+    fig, axes = plt.subplots(1, 2, figsize=(11, 5.2))
     for ax, key in zip(axes, PLOTTED):
         label = KEYS[key]
         curve = [p for p in result["dense"] if p.get(key) is not None]
@@ -148,15 +148,16 @@ def plot(result: dict, path: Path, title: str) -> None:
                     capsize=3,
                     linestyle="none",
                     color=palette(i),
-                    label=name,
+                    label=name + (f" {MARK}" if "no" in values["traced"].split(" / ") else ""),
                 )
         ax.set_xscale("log")
         ax.set_xlabel("parameters without embeddings")
         ax.set_ylabel(f"{metric_name(result)} ({label})")
         ax.grid(alpha=0.3)
-    axes[1].legend(fontsize=8)
+    handles, labels = axes[0].get_legend_handles_labels()  # one legend for both, below: no point hidden
+    fig.legend(handles, labels, loc="lower center", ncol=4, fontsize=8, frameon=False)
     fig.suptitle(title, fontsize=10)
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, 0.06 + 0.035 * math.ceil(len(labels) / 4), 1, 1))
     fig.savefig(path, dpi=120)
     plt.close(fig)
 
