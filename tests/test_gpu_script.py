@@ -6,6 +6,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tarfile
@@ -137,7 +138,13 @@ sys.exit(run.main(["--mode", "cpu-dry-run", "--out", out, "--work", out + "/work
 def test_sigterm_or_ctrl_c_stops_the_running_parts_processes_and_the_report_says_stopped(part, signum, tmp_path):
     out, pids = tmp_path / "out", tmp_path / "pids"
     command = [sys.executable, "-c", STOPPABLE, str(GPU / "run.py"), part, str(out), str(pids)]
-    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    # Ctrl-C as a terminal's foreground command gets it: SIGINT at its default, whatever this process
+    # inherited (a shell's background job, as `make test &` or CI may start it, ignores SIGINT, and so
+    # would the driver, which Python then never interrupts)
+    process = subprocess.Popen(
+        command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )  # fmt: skip
 
     def started():  # the child, and the part reported running (quality: with its runs' rows)
         if not pids.exists() or not (out / "report.json").exists():
