@@ -17,14 +17,16 @@ RUNS=results/runs
 LIST=${LIST:-scripts/recipe.list}  # LIST=scripts/frontier.list scripts/recipe.sh: another list
 
 pending() { # the list's runs to do, as "CONFIG SEED [--force]": those without a result.json, and those
-  # whose result.json is untraced (results/runs/UNTRACED.txt), to be retrained clean
+  # whose result.json is still the untraced one that results/runs/UNTRACED.txt lists (it names the commit
+  # that line gives; a retrained record names its own), to be retrained clean
   grep -v '^\s*\(#\|$\)' "$LIST" | while read -r config seeds; do
     for seed in ${seeds:-1}; do
       folder="${config#configs/}"
       folder="${folder%.yaml}/seed$seed"
+      untraced=$(awk -v folder="$folder" '$1 == folder { print $2 }' "$RUNS/UNTRACED.txt" 2>/dev/null)
       if [ ! -f "$RUNS/$folder/result.json" ]; then
         echo "$config $seed"
-      elif grep -q "^$folder " "$RUNS/UNTRACED.txt" 2>/dev/null; then
+      elif [ -n "$untraced" ] && grep -qF "\"git_commit\": \"$untraced\"" "$RUNS/$folder/result.json"; then
         echo "$config $seed --force"
       fi
     done
