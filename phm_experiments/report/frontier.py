@@ -34,6 +34,11 @@ KEYS = {"best": "test, best checkpoint", "last": "test, last 5 averaged", "valid
 PLOTTED = ("best", "valid")  # the plot's two panels; the table has every key
 
 
+def untraced(values: dict) -> bool:
+    """Whether a seed of the row ran from code that cannot be traced (marked MARK)."""
+    return "no" in values["traced"].split(" / ")
+
+
 def machines(runs_dir: Path, name: str) -> str:
     """The kinds of CPU (model, torch's kernels) and pins that the folder's seeds ran on."""
     kinds = set()
@@ -95,7 +100,7 @@ def markdown(title: str, result: dict, command: str) -> str:
         return "" if values.get(f"above_{key}") is None else f"{values[f'above_{key}']:+.2f}"
 
     def traced(values):
-        return values["traced"] + (f" {MARK}" if "no" in values["traced"].split(" / ") else "")
+        return values["traced"] + (f" {MARK}" if untraced(values) else "")
 
     name = metric_name(result)
     lines = [
@@ -117,7 +122,7 @@ def markdown(title: str, result: dict, command: str) -> str:
             f"| {score(values, 'valid')} | {above(values, 'valid')} | {values['machines']} "
             f"| {traced(values)} |"
         )
-    if any("no" in values["traced"].split(" / ") for _, values in rows):
+    if any(untraced(values) for _, values in rows):
         lines += ["", f"traced: each seed's record; {FOOTNOTE}"]
     lines += ["", "Made by:", "", "```", command, "```", ""]
     return "\n".join(lines)
@@ -148,7 +153,7 @@ def plot(result: dict, path: Path, title: str) -> None:
                     capsize=3,
                     linestyle="none",
                     color=palette(i),
-                    label=name + (f" {MARK}" if "no" in values["traced"].split(" / ") else ""),
+                    label=name + (f" {MARK}" if untraced(values) else ""),
                 )
         ax.set_xscale("log")
         ax.set_xlabel("parameters without embeddings")
