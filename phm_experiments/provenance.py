@@ -4,6 +4,7 @@ import datetime
 import importlib.metadata
 import os
 import platform
+import re
 import shlex
 import subprocess
 import sys
@@ -57,6 +58,16 @@ def invocation() -> str:
     return shlex.join(head + sys.argv[1:])
 
 
+def _plugin_version() -> str:
+    """The plugin's version, read, not imported (importing the plugin imports fairseq): the installed
+    distribution's, or the checkout's own where it runs uninstalled (the GPU run puts it on sys.path)."""
+    try:
+        return importlib.metadata.version("phm-fairseq")
+    except importlib.metadata.PackageNotFoundError:
+        source = (Path(__file__).resolve().parents[1] / "phm_fairseq" / "__init__.py").read_text()
+        return re.search(r'^__version__ = "([^"]+)"$', source, re.M).group(1)
+
+
 def environment(device: str = "cpu", command=None) -> dict:
     try:
         import fairseq
@@ -64,8 +75,7 @@ def environment(device: str = "cpu", command=None) -> dict:
         fairseq_version = fairseq.__version__
     except ImportError:
         fairseq_version = None
-    # the plugin's version as installed: read, not imported (importing the plugin imports fairseq)
-    plugin_version = importlib.metadata.version("phm-fairseq")
+    plugin_version = _plugin_version()
 
     from .commands import environment as commands_environment
     from .kernels import kernel_environment

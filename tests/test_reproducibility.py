@@ -62,6 +62,19 @@ def test_a_record_of_an_uncommitted_tree_keeps_its_diff(monkeypatch):
     assert provenance.environment()["git_diff"] is None
 
 
+def test_a_checkout_run_uninstalled_names_its_own_version(monkeypatch):
+    # the GPU run puts the checkout on sys.path without installing it: no distribution metadata there
+    import importlib.metadata
+
+    import phm_fairseq
+
+    def not_installed(name):
+        raise importlib.metadata.PackageNotFoundError(name)
+
+    monkeypatch.setattr(importlib.metadata, "version", not_installed)
+    assert provenance.environment()["phm_fairseq"] == phm_fairseq.__version__
+
+
 def trail(updates=5, loss_at=None, parameters_at=None):
     return [
         {
