@@ -126,6 +126,8 @@ spec.loader.exec_module(run)
 from driver import plan, quality
 part, out, pids = sys.argv[2], sys.argv[3], pathlib.Path(sys.argv[4])
 script = ["bash", "-c", f"sleep 300 & echo $$ $! > {pids}.partial && mv {pids}.partial {pids}; wait"]
+for other in set(plan.BODIES) - {part}:  # the parts it needs (install, data) run and succeed at once
+    plan.BODIES[other] = lambda ctx, deadline: {}
 if part == "quality":
     quality.command = lambda *args: script
 else:
@@ -218,6 +220,30 @@ def test_a_quality_run_stopped_before_its_last_5_epochs_is_averaged_over_those_t
     assert config["evaluate"] == {"average_last": 3} and config["train"]["stop-time-hours"] == round(300 / 3600, 5)
 
 
+def test_a_quality_run_that_ends_before_its_evaluation_reports_its_best_validation_so_far(tmp_path, monkeypatch):
+    # an lr check chooses by best validation BLEU: a run cut off while evaluating still gives it
+    program = load_script("quality")
+    validations = "".join(
+        f'2026-11-28 18:4{epoch}:00 | INFO | valid | {{"epoch": {epoch}, "valid_loss": "{loss}", '
+        f'"valid_bleu": "{bleu}", "valid_num_updates": "{128 * epoch}"}}\n'
+        for epoch, loss, bleu in ((1, 8.026, 4.34), (2, 6.096, 17.89), (3, 5.286, 26.93), (4, 4.9, 25.1))
+    )
+
+    def fake_phm_run(config, runs_dir):
+        run = runs_dir / "gpu" / "multi30k_base_lr_check" / "phm_n4_lr001" / "seed1"
+        run.mkdir(parents=True, exist_ok=True)
+        (run / "train.log").write_text(validations)
+        return 1
+
+    monkeypatch.setattr(program, "run_phm_run", fake_phm_run)
+    row_file = tmp_path / "row.json"
+    argv = ["--config", "multi30k_base_lr_check/phm_n4_lr001", "--data", str(tmp_path / "data"), "--runs-dir",
+            str(tmp_path / "runs"), "--work", str(tmp_path / "work"), "--row", str(row_file)]  # fmt: skip
+    assert program.main(argv) == 1
+    row = json.loads(row_file.read_text())["row"]
+    assert (row["status"], row["epochs_validated"], row["best_valid"], row["best_epoch"]) == ("failed", 4, 26.93, 3)
+
+
 # scripts/gpu/quality.py as the driver sees it: a row (running, then done) and the files it names
 FAKE_QUALITY_RUN = """
 import json, pathlib, sys
@@ -285,6 +311,29 @@ def test_a_budget_or_cap_that_cannot_time_a_run_or_a_quality_run_named_twice_is_
     with pytest.raises(SystemExit) as exit_:
         cli.parse_args(["--out", "o", "--work", "w", *argv])
     assert exit_.value.code == 2 and message in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "asked, run",
+    [
+        (["training"], ["install", "data", "training"]),  # a fresh machine has no wheels installed and no data
+        (["quality", "install"], ["install", "data", "quality"]),
+        (["cuda_tests"], ["install", "cuda_tests"]),
+        (["data"], ["install", "data"]),
+    ],
+)
+def test_the_parts_asked_bring_the_parts_they_need(asked, run):
+    assert cli.parse_args(["--out", "o", "--work", "w", "--parts", *asked]).parts == run
+
+
+def test_the_data_part_reuses_the_data_an_earlier_command_prepared(tmp_path, monkeypatch):
+    ctx = context(tmp_path)
+    ctx.data.mkdir(parents=True)
+    (ctx.data / "prep.json").write_text(json.dumps({"seconds": 12.5, "splits": {"train": 29000}}))
+    monkeypatch.setattr(ctx.processes, "run", lambda *args: pytest.fail("data-prep ran again"))
+    assert plan.part(ctx, "data", 60)
+    reported = json.loads((tmp_path / "report.json").read_text())["parts"]["data"]
+    assert reported["reused"] is True and reported["seconds_to_prepare"] == 12.5
 
 
 def test_an_out_or_work_folder_that_is_a_file_is_refused_with_a_message(tmp_path):

@@ -27,6 +27,7 @@ from phm_experiments.config import load_config  # noqa: E402
 from phm_experiments.logs import TrainingLog  # noqa: E402
 from phm_experiments.results import Result  # noqa: E402
 from phm_experiments.run_folder import RunFolder  # noqa: E402
+from phm_experiments.training import stopping  # noqa: E402
 
 # the dry run's tiny models (tests/conftest.py's TINY), for 2 epochs
 TINY_TRAIN = {
@@ -81,10 +82,13 @@ def epochs_to_average(config: Path, folder: RunFolder):
     return saved if wanted and 2 <= saved < wanted else None
 
 
-def progress(folder: RunFolder) -> dict:
+def progress(config: Path, folder: RunFolder) -> dict:
+    """The run's figures so far, from its training log: the epochs validated and the best validation yet
+    (what an lr check chooses by), so that a run stopped before its evaluation still reports them."""
     log = folder.log("train")
-    text = log.read_text(encoding="utf-8", errors="replace") if log.exists() else ""
-    return {"epochs_validated": len(TrainingLog.parse(text).validations("loss"))}
+    parsed = TrainingLog.parse(log.read_text(encoding="utf-8", errors="replace") if log.exists() else "")
+    best = stopping(load_config(config), parsed)
+    return {"epochs_validated": len(parsed.validations("loss")), **{k: best[k] for k in ("best_valid", "best_epoch")}}
 
 
 def result_row(result: Result) -> dict:
@@ -112,8 +116,8 @@ def result_row(result: Result) -> dict:
 class Row:
     """The run's row of the report, in the file ``path``, rewritten whole."""
 
-    def __init__(self, path: Path, name: str, folder: RunFolder, runs_dir: Path):
-        self.path, self.folder = path, folder
+    def __init__(self, path: Path, name: str, config: Path, folder: RunFolder, runs_dir: Path):
+        self.path, self.config, self.folder = path, config, folder
         self.row = {"config": f"configs/gpu/{name}.yaml", "status": "running"}
         self.archive = Path("results/runs") / folder.path.relative_to(runs_dir)  # as artifacts.tar holds it
         self.lock = threading.Lock()
@@ -133,7 +137,7 @@ class Row:
 
         def rewrite():
             while not done.wait(PROGRESS_S):
-                self.write(**progress(self.folder))
+                self.write(**progress(self.config, self.folder))
 
         threading.Thread(target=rewrite, daemon=True).start()
         return done
@@ -153,7 +157,7 @@ def main(argv=None) -> int:
 
     config = write_config(args)
     folder = RunFolder.of(config, args.runs_dir, 1)
-    row = Row(args.row, args.config, folder, args.runs_dir)
+    row = Row(args.row, args.config, config, folder, args.runs_dir)
     row.write()
     following = row.follow()
     code = run_phm_run(config, args.runs_dir)
@@ -168,7 +172,8 @@ def main(argv=None) -> int:
     if code == 0:
         row.write(**result_row(Result.read(folder.result)))
     else:
-        row.write(status="failed", error=f"phm-run: exit code {code} (its output: the run's log)", **progress(folder))
+        error = f"phm-run: exit code {code} (its output: the run's log)"
+        row.write(status="failed", error=error, **progress(config, folder))
     return code
 
 

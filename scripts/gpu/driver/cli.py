@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 
 from . import clock
-from .modes import PARTS
+from .modes import PARTS, with_needs
 from .paths import GPU, REPO
 
 DESCRIPTION = """The GPU run (scripts/gpu/run.sh calls it): one command that makes the most of a GPU lent for minutes.
@@ -68,7 +68,13 @@ def parse_args(argv=None):
     parser.add_argument("--wheels", type=Path, default=GPU / "wheels")
     parser.add_argument("--python", default=sys.executable, help="the interpreter that runs every part")
     parser.add_argument("--started", type=float, default=time.time(), help="UNIX time the command started")
-    parser.add_argument("--parts", nargs="+", choices=PARTS, default=list(PARTS), help="run only these parts")
+    parser.add_argument(
+        "--parts",
+        nargs="+",
+        choices=PARTS,
+        default=list(PARTS),
+        help="run only these parts and those they need (install; data for training and after)",
+    )
     parser.add_argument("--command", default="scripts/gpu/run.sh", help="the command as typed, for the report")
     parser.add_argument("--budget", type=budget, help="seconds the whole run may take (default: 470 on the GPU)")
     parser.add_argument("--cap", type=part_cap, action="append", default=[], metavar="PART=SECONDS",
@@ -76,6 +82,7 @@ def parse_args(argv=None):
     parser.add_argument("--quality", nargs="+", metavar="FOLDER/NAME", help="the configs/gpu runs of the quality "
                         "part, e.g. multi30k_base/phm_n4 (default: all eight)")  # fmt: skip
     args = parser.parse_args(argv)
+    args.parts = list(with_needs(args.parts))
     unknown = [name for name in args.quality or [] if not (REPO / "configs" / "gpu" / f"{name}.yaml").is_file()]
     if unknown:
         parser.error(f"--quality: no configs/gpu/{unknown[0]}.yaml (give FOLDER/NAME of a file in configs/gpu)")

@@ -4,6 +4,14 @@ run that keeps this script working, and the command line's budget, caps and qual
 import dataclasses
 
 PARTS = ("install", "data", "cuda_tests", "training", "benchmarks", "quality")
+NEEDS = {"data": ("install",), "cuda_tests": ("install",), **{p: ("install", "data") for p in PARTS[3:]}}
+
+
+def with_needs(parts) -> tuple:
+    """The parts asked and the parts they need, in PARTS' order: `--parts training` on a fresh machine has
+    nothing installed and no data (install and data reuse what a warm machine has)."""
+    wanted = set(parts) | {need for part in parts for need in NEEDS.get(part, ())}
+    return tuple(part for part in PARTS if part in wanted)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -8,7 +8,7 @@ import time
 from . import benchmarks, clock, cuda_tests, data, install, quality, training
 from .clock import Skipped, TimedOut
 from .context import Context
-from .modes import PARTS
+from .modes import NEEDS, PARTS
 from .processes import STOPPED, stopped_at_the_end
 from .report import now
 
@@ -32,16 +32,16 @@ def run_all(ctx: Context) -> int:
             caps = ctx.mode.caps
             part(ctx, "install", caps["install"])
             setup = [
-                threading.Thread(target=part, args=(ctx, name, caps[name]), kwargs={"needs": ["install"]})
+                threading.Thread(target=part, args=(ctx, name, caps[name]), kwargs={"needs": NEEDS[name]})
                 for name in ("data", "cuda_tests")
             ]
             for thread in setup:
                 thread.start()
             for thread in setup:
                 thread.join()
-            part(ctx, "training", caps["training"], needs=["install", "data"])
-            part(ctx, "benchmarks", caps["benchmarks"], needs=["install", "data"])
-            part(ctx, "quality", ctx.budget.left(), needs=["install", "data"])
+            part(ctx, "training", caps["training"], needs=NEEDS["training"])
+            part(ctx, "benchmarks", caps["benchmarks"], needs=NEEDS["benchmarks"])
+            part(ctx, "quality", ctx.budget.left(), needs=NEEDS["quality"])
     finally:
         for thread in setup:
             if thread.is_alive():
