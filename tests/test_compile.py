@@ -125,6 +125,7 @@ def batch(size, source_length, target_length):
     return tokens(source_length), torch.full((size,), source_length), tokens(target_length)
 
 
+@pytest.mark.slow
 def test_a_phm_transformer_compiles_to_the_eager_forward_and_backward(transformer):
     eager, compiled, graphs = transformer
     for shape in ((3, 6, 5), (2, 9, 7)):  # another batch size, source and target length

@@ -87,6 +87,7 @@ def test_the_readme_shows_the_commands_of_the_page():
     assert len(shown) > 20 and not [line for line in shown if line not in tested]
 
 
+@pytest.mark.slow
 def test_the_translation_example_trains_phm_from_another_folder_and_scores_its_translations(translated):
     log = (translated / "work" / "train.log").read_text()
     # --user-dir "$PHM" from a folder without phm_fairseq/ built the plugin's model: PHM n=4 at

@@ -80,6 +80,7 @@ def test_importing_the_plugin_registers_it_without_an_import_hook():
     assert found["new finders"] == []
 
 
+@pytest.mark.slow
 def test_fairseq_train_with_the_user_dir_trains_a_plugin_model(tmp_path):
     data = copy_task_files(tmp_path / "raw", {"train": 64, "valid": 8, "test": 8})
     command = [console("fairseq-train"), data, "--user-dir", "phm_fairseq", "--arch", "phm_transformer_demo"]

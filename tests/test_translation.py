@@ -32,6 +32,7 @@ from conftest import (
 from phm_fairseq.cli import params as phm_params
 from phm_fairseq.models.export import densify
 from phm_fairseq.modules import count_parameters
+from phm_layers.product_rule import max_rows_from_environment
 
 
 @pytest.fixture(scope="module", params=list(ARCHS))
@@ -252,14 +253,18 @@ def test_interactive_translation_is_the_same_on_either_product(multi30k_phm, mul
     assert all(abs(float(a) - float(b)) < 1e-3 for (_, a, _), (_, b, _) in zip(factored, with_h))
 
 
-def test_the_environment_sets_the_rows_of_the_factored_product():
-    def limit(value):
-        code = "from phm_fairseq.modules import PHMLinear; print(PHMLinear(512, 2048, n=4).factored_rows().stop - 1)"
-        return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                              env={**os.environ, "PHM_FACTORED_MAX_ROWS": value})  # fmt: skip
-
-    assert limit("64").stdout.split()[-1] == "64" and limit("0").stdout.split()[-1] == "0"
-    assert "PHM_FACTORED_MAX_ROWS='many': expected a number of rows" in limit("many").stderr
+def test_the_environment_sets_the_rows_of_the_factored_product(monkeypatch):
+    for value, rows in (("64", 64), ("0", 0), (" ", None)):
+        monkeypatch.setenv("PHM_FACTORED_MAX_ROWS", value)
+        assert max_rows_from_environment() == rows
+    monkeypatch.setenv("PHM_FACTORED_MAX_ROWS", "many")
+    with pytest.raises(ValueError, match="PHM_FACTORED_MAX_ROWS='many': expected a number of rows"):
+        max_rows_from_environment()
+    # read once, when the layers are imported (a command such as fairseq-generate sets it before)
+    code = "from phm_fairseq.modules import PHMLinear; print(PHMLinear(512, 2048, n=4).factored_rows().stop - 1)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         env={**os.environ, "PHM_FACTORED_MAX_ROWS": "64"})  # fmt: skip
+    assert out.stdout.split()[-1] == "64", out.stderr
 
 
 def test_checkpoints_open_without_the_plugin_and_fairseq_needs_it_to_build_the_model(multi30k_phm, multi30k_bpe):
