@@ -30,12 +30,17 @@ def _git(*args) -> str:
     return subprocess.run(["git", *args], capture_output=True, text=True, cwd=PACKAGE_ROOT, check=True).stdout
 
 
+# run records are data that runs write, not code: a queue retraining a record beside this run (phm-run
+# --force removes the old one) leaves the code as committed
+RECORDS = ("results/runs",)
+
+
 def git_commit(ignore: tuple = ()) -> str:
     """The checkout's commit, marked +uncommitted when tracked files differ from it (but for changes
     to the paths ``ignore``: a record's own file, which writing the record changes)."""
     try:
         commit = _git("rev-parse", "--short", "HEAD").strip()
-        excluded = [f":(exclude){path}" for path in ignore]
+        excluded = [f":(exclude){path}" for path in (*RECORDS, *ignore)]
         changed = _git("status", "--porcelain", "--untracked-files=no", "--", ".", *excluded).strip()
         return commit + ("+uncommitted" if changed else "")
     except (OSError, subprocess.CalledProcessError):
@@ -46,7 +51,7 @@ def git_diff() -> Optional[str]:
     """What the tracked files change from the checkout's commit (``git diff HEAD``), so that a run
     made from an uncommitted tree can still be traced to its code; None when there is nothing."""
     try:
-        return _git("diff", "HEAD") or None
+        return _git("diff", "HEAD", "--", ".", *(f":(exclude){path}" for path in RECORDS)) or None
     except (OSError, subprocess.CalledProcessError):
         return None
 

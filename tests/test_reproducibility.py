@@ -1,6 +1,8 @@
 """Pinned kernels (phm_experiments/kernels.py): every command phm-run starts has them, records say so,
 and this CPU trains the committed reference's bits (phm_experiments/reproducibility.py)."""
 
+import subprocess
+
 import pytest
 
 from phm_experiments import commands, kernels, provenance, reproducibility
@@ -60,6 +62,26 @@ def test_a_record_of_an_uncommitted_tree_keeps_its_diff(monkeypatch):
     assert provenance.environment()["git_diff"] == "--- a/x\n+++ b/x\n"
     monkeypatch.setattr(provenance, "git_commit", lambda: "abc1234")
     assert provenance.environment()["git_diff"] is None
+
+
+def test_a_record_written_or_removed_beside_a_run_leaves_its_code_committed(tmp_path, monkeypatch):
+    # a queue beside the run retrains another record (phm-run --force removes the old one first)
+    def git(*args):
+        subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", *args], cwd=tmp_path, check=True,
+                       capture_output=True)  # fmt: skip
+
+    git("init", "-q")
+    (tmp_path / "code.py").write_text("x = 1\n")
+    (tmp_path / "results" / "runs" / "a").mkdir(parents=True)
+    (tmp_path / "results" / "runs" / "a" / "result.json").write_text("{}\n")
+    git("add", ".")
+    git("commit", "-qm", "start")
+    monkeypatch.setattr(provenance, "PACKAGE_ROOT", tmp_path)
+    (tmp_path / "results" / "runs" / "a" / "result.json").unlink()
+    assert not provenance.git_commit().endswith("+uncommitted") and provenance.git_diff() is None
+    (tmp_path / "code.py").write_text("x = 2\n")
+    assert provenance.git_commit().endswith("+uncommitted")
+    assert "code.py" in provenance.git_diff() and "result.json" not in provenance.git_diff()
 
 
 def test_a_checkout_run_uninstalled_names_its_own_version(monkeypatch):
