@@ -35,13 +35,17 @@ def _git(*args) -> str:
 RECORDS = ("results/runs",)
 
 
+def _tracked_code(ignore: tuple = ()) -> list:
+    """git's pathspec of the checkout but for the records and the paths ``ignore``."""
+    return ["--", ".", *(f":(exclude){path}" for path in (*RECORDS, *ignore))]
+
+
 def git_commit(ignore: tuple = ()) -> str:
     """The checkout's commit, marked +uncommitted when tracked files differ from it (but for changes
     to the paths ``ignore``: a record's own file, which writing the record changes)."""
     try:
         commit = _git("rev-parse", "--short", "HEAD").strip()
-        excluded = [f":(exclude){path}" for path in (*RECORDS, *ignore)]
-        changed = _git("status", "--porcelain", "--untracked-files=no", "--", ".", *excluded).strip()
+        changed = _git("status", "--porcelain", "--untracked-files=no", *_tracked_code(ignore)).strip()
         return commit + ("+uncommitted" if changed else "")
     except (OSError, subprocess.CalledProcessError):
         return "unknown"
@@ -51,7 +55,7 @@ def git_diff() -> Optional[str]:
     """What the tracked files change from the checkout's commit (``git diff HEAD``), so that a run
     made from an uncommitted tree can still be traced to its code; None when there is nothing."""
     try:
-        return _git("diff", "HEAD", "--", ".", *(f":(exclude){path}" for path in RECORDS)) or None
+        return _git("diff", "HEAD", *_tracked_code()) or None
     except (OSError, subprocess.CalledProcessError):
         return None
 

@@ -82,12 +82,12 @@ def epochs_to_average(config: Path, folder: RunFolder):
     return saved if wanted and 2 <= saved < wanted else None
 
 
-def progress(config: Path, folder: RunFolder) -> dict:
+def progress(config, folder: RunFolder) -> dict:
     """The run's figures so far, from its training log: the epochs validated and the best validation yet
     (what an lr check chooses by), so that a run stopped before its evaluation still reports them."""
     log = folder.log("train")
     parsed = TrainingLog.parse(log.read_text(encoding="utf-8", errors="replace") if log.exists() else "")
-    best = stopping(load_config(config), parsed)
+    best = stopping(config, parsed)
     return {"epochs_validated": len(parsed.validations("loss")), **{k: best[k] for k in ("best_valid", "best_epoch")}}
 
 
@@ -116,7 +116,7 @@ def result_row(result: Result) -> dict:
 class Row:
     """The run's row of the report, in the file ``path``, rewritten whole."""
 
-    def __init__(self, path: Path, name: str, config: Path, folder: RunFolder, runs_dir: Path):
+    def __init__(self, path: Path, name: str, config, folder: RunFolder, runs_dir: Path):
         self.path, self.config, self.folder = path, config, folder
         self.row = {"config": f"configs/gpu/{name}.yaml", "status": "running"}
         self.archive = Path("results/runs") / folder.path.relative_to(runs_dir)  # as artifacts.tar holds it
@@ -157,7 +157,7 @@ def main(argv=None) -> int:
 
     config = write_config(args)
     folder = RunFolder.of(config, args.runs_dir, 1)
-    row = Row(args.row, args.config, config, folder, args.runs_dir)
+    row = Row(args.row, args.config, load_config(config), folder, args.runs_dir)  # read once, not at each rewrite
     row.write()
     following = row.follow()
     code = run_phm_run(config, args.runs_dir)
@@ -173,7 +173,7 @@ def main(argv=None) -> int:
         row.write(**result_row(Result.read(folder.result)))
     else:
         error = f"phm-run: exit code {code} (its output: the run's log)"
-        row.write(status="failed", error=error, **progress(config, folder))
+        row.write(status="failed", error=error, **progress(row.config, folder))
     return code
 
 
