@@ -25,6 +25,10 @@ TRAIN_COMMAND = "python -m phm_experiments.fairseq_train"
 # every fairseq command of the tests: no prefetch thread, which can abort a process at exit after
 # its work (docs/troubleshooting.md); phm-run passes the same to its commands
 NO_PREFETCH_THREAD = ("--data-buffer-size", "0")
+# and those run in this process: no loader process either. A loader process that fairseq leaves behind
+# (generation, a training stopped by --max-update) takes 5 s to shut down when the garbage collector
+# finds it (torch's worker status interval), in this process and not in one that exits
+IN_PROCESS_LOADER = ("--num-workers", "0")
 
 # the sizes of a tiny translation Transformer, as fairseq-train options (the phm-run configs of the tests)
 TINY = {
@@ -191,6 +195,7 @@ def fairseq_generate(data: Path, checkpoint: Path, *extra, check=True):
         *("--user-dir", phm_fairseq.__path__[0], "--path", checkpoint, "--gen-subset", "test"),
         *("--beam", "5", "--lenpen", "0.6", "--required-batch-size-multiple", "1"),
         *NO_PREFETCH_THREAD,
+        *IN_PROCESS_LOADER,
         *extra,
         check=check,
     )

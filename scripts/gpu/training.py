@@ -58,6 +58,9 @@ RECIPE = [
     *("--lr-scheduler", "inverse_sqrt"),
     *("--criterion", "label_smoothed_cross_entropy", "--label-smoothing", "0.1", "--dropout", "0.1"),
     *("--max-tokens", "4096", "--seed", "1", "--data-buffer-size", "0"),
+    # every training and generation runs in this one process: a loader process left by one (a training stopped
+    # by --max-update, a generation) takes 5 s to shut down when the garbage collector finds it, 30 times a size
+    *("--num-workers", "0"),
     *("--disable-validation", "--no-epoch-checkpoints", "--log-format", "json"),
 ]
 # the tiny sizes of the CPU dry run (tests/conftest.py's TINY)
@@ -65,10 +68,11 @@ TINY = [
     *("--encoder-layers", "1", "--decoder-layers", "1", "--encoder-embed-dim", "32", "--decoder-embed-dim", "32"),
     *("--encoder-ffn-embed-dim", "64", "--decoder-ffn-embed-dim", "64"),
     *("--encoder-attention-heads", "2", "--decoder-attention-heads", "2"),
-    *("--max-tokens", "1024", "--num-workers", "0"),  # small batches, no loader process to start
+    *("--max-tokens", "1024"),
 ]
 GENERATE = ["--gen-subset", "test", "--beam", "5", "--lenpen", "0.6", "--batch-size", "128"]
 GENERATE += ["--required-batch-size-multiple", "1", "--max-len-a", "1.2", "--max-len-b", "10", "--fp16"]
+GENERATE += ["--num-workers", "0"]  # as RECIPE's
 
 
 class Captured(logging.Handler):
