@@ -10,7 +10,8 @@
 #   scripts/recipe.sh queue      one queue in the foreground
 #   scripts/recipe.sh report     results/converged_multi30k_recipe.{md,csv,png,curves.png,parameters.png},
 #                                results/converged_multi30k_iwslt_lr_check.*, results/converged_multi30k_iwslt.*,
-#                                results/width_trend.*, docs/parameter_stats.png
+#                                results/converged_multi30k_iwslt_paired.*, results/width_trend.*,
+#                                docs/parameter_stats.png
 set -euo pipefail
 cd "$(dirname "$0")/.."
 RUNS=results/runs
@@ -75,6 +76,11 @@ case ${1:-start} in
           converged/multi30k_iwslt/phm_n4_qkv_separate_algebra_init \
         --series "dense, PHM n=4's size" converged/multi30k/transformer_equal_params_lr008 \
           converged/multi30k_iwslt/transformer_equal_params
+      # each model against the dense twin and the dense model of PHM n=4's size, seed by seed (one machine)
+      .venv/bin/python -m phm_experiments.report.paired --out results/converged_multi30k_iwslt_paired \
+        --runs converged/multi30k_iwslt --against transformer transformer_equal_params \
+        --models transformer_equal_params phm_n4 phm_n2_lr004 quaternion \
+        --title "Multi30k en-de at the iwslt size (hidden 256), converged: gaps per seed pair"
     fi
     # the statistics of the dense twin and PHM n=4 as converged, seed 1 alone (docs/training.md)
     .venv/bin/python -m phm_experiments.report.diagnostics $RUNS/converged/multi30k_recipe \

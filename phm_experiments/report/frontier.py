@@ -18,13 +18,11 @@ names the machines its seeds ran on: rows from different CPUs compare only as me
 
 import argparse
 import functools
-import json
 import math
-import shlex
 import statistics
-import sys
 from pathlib import Path
 
+from . import files
 from .aggregate import ReportError, load_results, run_rows
 from .plots import palette, pyplot
 from .trace import FOOTNOTE, MARK
@@ -178,20 +176,12 @@ def main(argv=None):
     labels = [label for label, _ in args.point]
     if len(set(labels)) < len(labels):
         parser.error("--point: a label given twice; give each model its own")
-    for parent in args.out.parents:
-        if parent.exists() and not parent.is_dir():
-            parser.error(f"--out {args.out}: {parent} is a file, not a folder")
+    files.check_out(parser, args.out)
     try:
         result = frontier(args.runs_dir, args.dense, dict(args.point))
     except ReportError as error:
         parser.exit(2, f"phm_experiments.report.frontier: {error}\n")
-    given = argv if argv is not None else sys.argv[1:]
-    command = shlex.join(["python", "-m", "phm_experiments.report.frontier", *given])
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    Path(f"{args.out}.json").write_text(json.dumps({**result, "command": command}, indent=1) + "\n")
-    Path(f"{args.out}.md").write_text(markdown(args.title, result, command))
-    plot(result, Path(f"{args.out}.png"), args.title)
-    print(f"wrote {args.out}.md, .json, .png")
+    files.write("phm_experiments.report.frontier", argv, args.out, result, args.title, markdown, plot)
 
 
 if __name__ == "__main__":

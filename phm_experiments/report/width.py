@@ -14,11 +14,9 @@ series without runs at some width leaves that point out. Writes OUT.md, OUT.json
 
 import argparse
 import functools
-import json
-import shlex
-import sys
 from pathlib import Path
 
+from . import files
 from .aggregate import ReportError, load_results, run_rows
 from .plots import palette, pyplot
 from .trace import FOOTNOTE, MARK
@@ -173,21 +171,13 @@ def main(argv=None):
     if len(set(labels)) < len(labels):
         twice = sorted({label for label in labels if labels.count(label) > 1})
         parser.error(f"--series {', '.join(twice)}: a label given twice; give each series its own")
-    for parent in args.out.parents:
-        if parent.exists() and not parent.is_dir():
-            parser.error(f"--out {args.out}: {parent} is a file, not a folder")
+    files.check_out(parser, args.out)
     series = {label: names for label, *names in args.series}
     try:
         result = gaps(args.runs_dir, args.hidden, args.dense, series)
     except ReportError as error:
         parser.exit(2, f"phm_experiments.report.width: {error}\n")
-    given = argv if argv is not None else sys.argv[1:]
-    command = shlex.join(["python", "-m", "phm_experiments.report.width", *given])
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    Path(f"{args.out}.json").write_text(json.dumps({**result, "command": command}, indent=1) + "\n")
-    Path(f"{args.out}.md").write_text(markdown(args.title, result, command))
-    plot(result, Path(f"{args.out}.png"), args.title)
-    print(f"wrote {args.out}.md, .json, .png")
+    files.write("phm_experiments.report.width", argv, args.out, result, args.title, markdown, plot)
 
 
 if __name__ == "__main__":
