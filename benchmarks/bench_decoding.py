@@ -4,6 +4,10 @@ profile of where a decoding step spends its time.
 
     python -m benchmarks.bench_decoding               # Multi30k en-de, fp32 on this CPU, every core
     python -m benchmarks.bench_decoding --quick       # fewer sentences and rounds
+    python -m benchmarks.bench_decoding --report decoding_options_cpu --models "PHM n=4" \
+        "PHM n=4, Q, K, V separate" "PHM n=4, Q, K, V separate, + rank 8" \
+        "PHM n=4, Q, K, V separate, factor norm" "PHM n=4, dense attention" "PHM n=8, Q, K, V separate, + rank 8"
+                                                      # the frontier screen's options, each also against PHM n=4
 
 Writes benchmarks/results/decoding_cpu.{json,md,png}. Every model decodes the same test sentences
 with beam 5 and every output forced to the same length (min = max), so each does the same work
@@ -41,6 +45,16 @@ MODELS = {  # name -> (fairseq-train arguments, one-sentence target)
     "PHM n=4": (["--arch", "phm_transformer_base", "--phm-n", "4"], 1.3),
     "PHM n=8": (["--arch", "phm_transformer_base", "--phm-n", "8"], 1.5),
     "PHM n=16": (["--arch", "phm_transformer_base", "--phm-n", "16"], 1.6),
+}
+# the frontier screen's options (issue 56; configs/converged/multi30k_screen), by name with --models; each is
+# also set against the plain PHM n=4 of the same run, whose one-sentence decoding it must not be slower than
+SEPARATE = ["--arch", "phm_transformer_base", "--phm-n", "4", "--qkv-projection", "separate"]
+OPTIONS = {
+    "PHM n=4, Q, K, V separate": (SEPARATE, None),
+    "PHM n=4, Q, K, V separate, + rank 8": ([*SEPARATE, "--phm-lowrank", "8"], None),
+    "PHM n=4, Q, K, V separate, factor norm": ([*SEPARATE, "--phm-factor-norm"], None),
+    "PHM n=4, dense attention": ([*SEPARATE, "--dense-attention"], None),
+    "PHM n=8, Q, K, V separate, + rank 8": ([*SEPARATE[:3], "8", *SEPARATE[4:], "--phm-lowrank", "8"], None),
 }
 # the same models with every PHM layer forced to the product with H (factored_max_rows 0): the
 # default choice of product (factored_crossover) must never decode slower than these
@@ -183,15 +197,17 @@ def main():
     parser.add_argument(
         "--models",
         nargs="+",
-        choices=list(MODELS),
+        choices=[*MODELS, *OPTIONS],
         metavar="MODEL",
-        help=f"only these (default: all of {list(MODELS)})",
+        help=f"only these, beside the dense twin (default: all of {list(MODELS)}; also: {list(OPTIONS)})",
     )
+    parser.add_argument("--report", default="decoding_cpu", help="the report's name in benchmarks/results")
     args = parser.parse_args()
     prepare_multi30k(args.data)
     models = dict(list(MODELS.items())[:: 3 if args.quick else 1])
     if args.models:
-        models = {name: MODELS[name] for name in MODELS if name in {"dense twin", *args.models}}
+        every = {**MODELS, **OPTIONS}
+        models = {name: every[name] for name in every if name in {"dense twin", *args.models}}
     if args.quick:
         args.sentences, args.batched_sentences, args.rounds = 8, 16, 2
     default_threads()
@@ -269,7 +285,11 @@ def main():
             flush=True,
         )
 
+    plain = next((row for row in rows if row["model"] == "PHM n=4"), None)
     for row in rows:  # flat columns for the table
+        # against the plain PHM n=4: both measured against the same dense twin, alternating, in this process
+        row["single_vs_phm_n4"] = row["single_ratio"] / plain["single_ratio"] if plain else None
+        row["train_vs_phm_n4"] = row["train_ratio"] / plain["train_ratio"] if plain else None
         p = row["profile"]
         row["ms_per_sentence"] = 1000 * p["seconds_per_sentence"]
         for key in StepProfile.PARTS:
@@ -289,6 +309,8 @@ def main():
         ("over_h_only", "one-sentence vs the same model with H only (target >= 1)"),
         ("merged_over_unmerged", "one-sentence merged vs H built at every step"),
         ("meets_targets", "meets targets"),
+        ("single_vs_phm_n4", "one-sentence vs PHM n=4"),
+        ("train_vs_phm_n4", "train vs PHM n=4"),
         ("ms_per_sentence", "profiled ms/sentence"),
         ("share linear maps", "linear maps"),
         ("share attention", "attention"),
@@ -308,14 +330,14 @@ def main():
     )
     if not args.quick:
         path = write_report(
-            "decoding_cpu",
+            args.report,
             "Decoding at the base size: PHM and quaternion against the dense twin",
             env,
             columns,
             rows,
             notes,
         )
-        plot(rows, RESULTS / "decoding_cpu.png")
+        plot(rows, RESULTS / f"{args.report}.png")
         print(f"wrote {path} (+ .json, .png)")
 
 
