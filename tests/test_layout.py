@@ -16,14 +16,19 @@ from phm_fairseq.checkpoints import INSTRUCTION
 PLUGIN = Path(phm_fairseq.__file__).parent
 
 # the process-wide state an import could change, before and after `import phm_fairseq`; fairseq's
-# own modules are imported first (their import configures logging, registers fairseq's models, ...)
+# own modules are imported first (their import configures logging, registers fairseq's models, ...).
+# The reproduction kit and its extra are blocked: the plugin and its commands must not need them
 SNAPSHOT = r"""
 import argparse, atexit, json, logging, signal, sys, threading, warnings
+for name in ("phm_experiments", "matplotlib"):
+    sys.modules[name] = None
 import torch
 import fairseq, fairseq.criterions, fairseq.models, fairseq.models.transformer, fairseq.tasks
 import fairseq.checkpoint_utils, fairseq.modules, fairseq.trainer, fairseq.optim
 from torch.optim import optimizer
+from fairseq.criterions import CRITERION_REGISTRY
 from fairseq.models import ARCH_MODEL_REGISTRY
+from fairseq.tasks import TASK_REGISTRY
 
 def state():
     root = logging.getLogger()
@@ -38,18 +43,26 @@ def state():
         "warning filters": len(warnings.filters),
         "safe globals": sorted(f"{g.__module__}.{g.__qualname__}" for g in torch.serialization.get_safe_globals()),
         "sys.path": list(sys.path),
+        "import finders": [repr(finder) for finder in sys.meta_path],
         "Trainer._build_optimizer wrapped": hasattr(fairseq.trainer.Trainer._build_optimizer, "prepares_phm_optimizer"),
     }
 
 before = state()
-archs = set(ARCH_MODEL_REGISTRY)
+registries = {"archs": ARCH_MODEL_REGISTRY, "tasks": TASK_REGISTRY, "criterions": CRITERION_REGISTRY}
+known = {kind: set(registry) for kind, registry in registries.items()}
 import phm_fairseq
 after = state()
-print(json.dumps({"before": before, "after": after, "new archs": sorted(set(ARCH_MODEL_REGISTRY) - archs)}))
+import phm_fairseq.cli.params, phm_fairseq.cli.evaluate, phm_fairseq.cli.compress
+from phm_fairseq.modules import PHMLinear
+new = {kind: sorted(set(registry) - known[kind]) for kind, registry in registries.items()}
+shape = list(PHMLinear(8, 8, n=2).to_dense().weight.shape)
+print(json.dumps({"before": before, "after": after, "new": new, "dense shape": shape}))
 """
 
 
 def test_importing_the_plugin_registers_it_and_changes_nothing_else():
+    """One fresh interpreter: the state before and after, what it registered, and its commands' imports
+    with the reproduction kit and matplotlib blocked."""
     out = subprocess.run([sys.executable, "-c", SNAPSHOT], capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-3000:]
     found = json.loads(out.stdout.strip().split("\n")[-1])
@@ -64,10 +77,13 @@ def test_importing_the_plugin_registers_it_and_changes_nothing_else():
     numpy_classes = {"numpy._core.multiarray._reconstruct", "numpy.ndarray", "numpy.dtype"}
     numpy_classes |= {f"numpy.dtypes.{kind}DType" for kind in ("Bool", "Int32", "Int64", "Float32", "Float64")}
     assert allowed == {"argparse.Namespace", f"phm_fairseq.checkpoints.{INSTRUCTION}", *numpy_classes}
-    assert after == before
+    assert after == before  # no import hook among them (sys.meta_path)
+    new = found["new"]
     assert {"phm_transformer_demo", "quaternion_transformer_demo", "transformer_twin_demo", "phm_lstm_nli"} <= set(
-        found["new archs"]
+        new["archs"]
     )
+    assert {"nli", "sentence_classification"} <= set(new["tasks"]) and "classification" in new["criterions"]
+    assert found["dense shape"] == [8, 8], "the commands and the layers work without the kit"
 
 
 def imported_modules(folder: Path) -> set:
@@ -82,13 +98,5 @@ def imported_modules(folder: Path) -> set:
 
 
 def test_the_plugin_imports_nothing_of_the_kit_nor_its_extra():
+    # (not pyyaml: omegaconf, which fairseq needs, needs it too); at run time: the snapshot above
     assert not imported_modules(PLUGIN) & {"phm_experiments", "yaml", "matplotlib", "benchmarks"}
-    # (not pyyaml: omegaconf, which fairseq needs, needs it too)
-    blocked = "import sys\nfor name in ('phm_experiments', 'matplotlib'):\n    sys.modules[name] = None\n"
-    use = (
-        "import phm_fairseq, phm_fairseq.cli.params, phm_fairseq.cli.evaluate, phm_fairseq.cli.compress\n"
-        "from phm_fairseq.modules import PHMLinear\n"
-        "print(PHMLinear(8, 8, n=2).to_dense().weight.shape)\n"
-    )
-    out = subprocess.run([sys.executable, "-c", blocked + use], capture_output=True, text=True, timeout=300)
-    assert out.returncode == 0 and "torch.Size([8, 8])" in out.stdout, out.stderr[-3000:]
