@@ -46,8 +46,8 @@ def seed_figures(folder: Path) -> dict[int, dict]:
                 "device": env.device,
                 "cpu_kernels": env.cpu_capability,
                 "threads": env.threads,
-                "pinned": env.kernels,
-            },  # fmt: skip
+                "pinned": env.kernels,  # the variables that chose the kernels (kernels.py)
+            },
             "commit": env.git_commit,
             "trace": trace(env, file.parent).state,
         }
