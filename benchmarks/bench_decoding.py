@@ -54,7 +54,10 @@ OPTIONS = {
     "PHM n=4, Q, K, V separate, + rank 8": ([*SEPARATE, "--phm-lowrank", "8"], None),
     "PHM n=4, Q, K, V separate, factor norm": ([*SEPARATE, "--phm-factor-norm"], None),
     "PHM n=4, dense attention": ([*SEPARATE, "--dense-attention"], None),
-    "PHM n=8, Q, K, V separate, + rank 8": ([*SEPARATE[:3], "8", *SEPARATE[4:], "--phm-lowrank", "8"], None),
+    "PHM n=8, Q, K, V separate, + rank 8": (
+        ["--arch", "phm_transformer_base", "--phm-n", "8", "--qkv-projection", "separate", "--phm-lowrank", "8"],
+        None,
+    ),
 }
 # the same models with every PHM layer forced to the product with H (factored_max_rows 0): the
 # default choice of product (factored_crossover) must never decode slower than these

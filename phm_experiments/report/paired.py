@@ -24,6 +24,7 @@ from . import files
 from .aggregate import ReportError
 from .plots import palette, pyplot
 from .trace import UNTRACED, trace
+from .width import metric_name
 
 # the three figures of a run: (key, as the tables name it)
 MEASURES = (("test_best", "test, best checkpoint"), ("test_last", "test, last checkpoints averaged"),
@@ -123,7 +124,7 @@ def _per_seed(values: dict, key: str, signed=False) -> str:
 
 
 def markdown(title: str, result: dict, command: str) -> str:
-    name = {"bleu": "BLEU"}.get(result["metric"], result["metric"])
+    name = metric_name(result)
     lines = [
         f"# {title}",
         "",
@@ -193,7 +194,7 @@ def plot(result: dict, path: Path, title: str) -> None:
             ax.text(0.5, 0.5, "no seed pair on one machine", transform=ax.transAxes, ha="center", color="gray")
         ax.set_xticks(range(len(pairs)), [f"{p['model']}\n({len(p['gaps'])} seeds)" for p in pairs], fontsize=8)
         ax.set_title(f"minus {reference}, per seed pair", fontsize=10)
-        ax.set_ylabel(f"{ {'bleu': 'BLEU'}.get(result['metric'], result['metric']) } gap")
+        ax.set_ylabel(f"{metric_name(result)} gap")
         ax.grid(alpha=0.3, axis="y")
     if axes[0][0].get_legend_handles_labels()[0]:  # a panel without a pair has nothing to name
         axes[0][0].legend(fontsize=7)
