@@ -95,13 +95,19 @@ binarize() {
   done
   # one dictionary for premises and hypotheses, from the training data only
   cat "$TMP/train.premise" "$TMP/train.hypothesis" > "$TMP/train.both"
-  run_preprocess dict --only-source --dict-only --trainpref "$TMP/train.both" --destdir "$TMP/dict"
-  local tests=("${splits[@]:2}")
+  local tests=("${splits[@]:2}") jobs=(dict --workers "$WORKERS" --only-source --dict-only --trainpref "$TMP/train.both" --destdir "$TMP/dict")
   for input in premise hypothesis; do
     local testpref=""
     for split in "${tests[@]}"; do testpref+="${testpref:+,}$TMP/$split.$input"; done
-    run_preprocess "$input" --only-source --srcdict "$TMP/dict/dict.txt" --destdir "$STAGE/$input" \
-      --trainpref "$TMP/train.$input" --validpref "$TMP/valid.$input" ${testpref:+--testpref "$testpref"}
+    jobs+=(--- "$input" --workers "$WORKERS" --only-source --srcdict "$TMP/dict/dict.txt" --destdir "$STAGE/$input"
+      --trainpref "$TMP/train.$input" --validpref "$TMP/valid.$input" ${testpref:+--testpref "$testpref"})
+  done
+  # the three binarizations in one process: one start of torch and fairseq, not three
+  "$(fairseq_python)" "$HERE/preprocess.py" "${jobs[@]}" > "$TMP/preprocess.log" 2>&1 || {
+    tail -n 20 "$TMP/preprocess.log" >&2
+    die "$(tail -n 1 "$TMP/preprocess.log"); its log: $TMP/preprocess.log (kept with --keep-tmp)"
+  }
+  for input in premise hypothesis; do
     # fairseq names the test sets test, test1, test2, ...: give them their names (in two steps,
     # so that no name is overwritten)
     for i in "${!tests[@]}"; do
@@ -120,6 +126,14 @@ binarize() {
   log "$OUT: splits ${splits[*]}, labels $(paste -sd, "$STAGE/labels.txt"), $(count "$STAGE/premise/dict.txt") dictionary entries"
   commit_output "${fields[@]}" "dictionary_size=$(count "$STAGE/premise/dict.txt")" ${INPUTS[@]+"${INPUTS[@]}"}
   say "$NAME: wrote $OUT in ${SECONDS}s" >&2
+}
+
+# the Python that runs fairseq-preprocess (its script's #! line): the one that imports fairseq
+fairseq_python() {
+  local line
+  line=$(head -n 1 "$(command -v fairseq-preprocess)")
+  line=${line#\#!}
+  if [ -x "$line" ]; then echo "$line"; else echo "$PYTHON"; fi
 }
 
 run_preprocess() {
