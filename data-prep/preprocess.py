@@ -38,7 +38,8 @@ def main(argv: list[str]) -> int:
             preprocess.main(options.get_preprocessing_parser().parse_args(args))
         except (Exception, SystemExit) as error:  # argparse exits; fairseq raises
             if not (isinstance(error, SystemExit) and error.code in (0, None)):
-                print(f"fairseq-preprocess failed ({name}): {error}", file=sys.stderr)
+                reason = f"exit status {error.code}" if isinstance(error, SystemExit) else error
+                print(f"fairseq-preprocess failed ({name}): {reason}", file=sys.stderr)
                 return 1
         finally:
             for handler in set(log.handlers) - set(handlers):
