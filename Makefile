@@ -4,7 +4,7 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 
-.PHONY: demo results converged converged-report test test-fast lint bench bench-lstm gpu-wheels gpu-dry-run install clean
+.PHONY: demo results converged converged-report test test-fast test-gpu-plan lint bench bench-lstm gpu-wheels gpu-dry-run install clean
 
 # Multi30k en-de (bundled): prepare, train PHM-Transformer n=4 and its dense twin, translate
 # the test set (beam 5, lenpen 0.6), score with sacrebleu, then the table and plots.
@@ -39,7 +39,11 @@ XDIST = -n $(TEST_WORKERS) --dist loadfile
 
 # The whole suite, then its 25 slowest tests (what to cut first when it grows): docs/testing.md
 test: install
-	$(PY) -m pytest $(XDIST) --durations=25
+	$(PY) -m pytest $(XDIST) -m "not gpu_plan" --durations=25
+
+# The GPU run's plan checked on the CPU before a GPU session spends its minutes (CI runs it too)
+test-gpu-plan: install
+	$(PY) -m pytest -m gpu_plan
 
 # The day-to-day loop: everything but the end-to-end runs marked slow
 test-fast: install

@@ -40,6 +40,7 @@ def load_script(name: str):
 
 
 @pytest.mark.slow
+@pytest.mark.gpu_plan
 def test_the_cpu_dry_run_runs_every_part_and_reports_it(tmp_path):
     out, work = tmp_path / "out", tmp_path / "work"
     env = {**os.environ, "OUT": str(out), "PHM_GPU_WORK": str(work), "OMP_NUM_THREADS": "1"}
