@@ -54,6 +54,20 @@ def run_folder(setup, name: str, seed: int = 1) -> Path:
     return setup["runs"] / "rel" / name / f"seed{seed}"
 
 
+@pytest.fixture(scope="module")
+def finished(setup) -> Path:
+    """The run folder of one finished phm-run of _base.yaml, for the tests that begin with a finished run
+    (finished_copy): one training for all of them."""
+    phm_run(setup, config(setup, "finished.yaml"))
+    return run_folder(setup, "finished")
+
+
+def finished_copy(setup, finished: Path, name: str) -> Path:
+    """Config NAME.yaml (_base.yaml as it is) with a finished run: ``finished`` copied to its run folder."""
+    shutil.copytree(finished, run_folder(setup, name))
+    return config(setup, f"{name}.yaml")
+
+
 # --- one phm-run per run folder; its commands end with it -----------------------------------------
 
 
@@ -183,9 +197,8 @@ def test_a_killed_phm_run_takes_its_training_with_it(setup):
 # --- --force and result.json --------------------------------------------------------------------
 
 
-def test_force_removes_what_phm_run_wrote_and_nothing_else(setup):
-    path = config(setup, "forced.yaml")
-    phm_run(setup, path)
+def test_force_removes_what_phm_run_wrote_and_nothing_else(setup, finished):
+    path = finished_copy(setup, finished, "forced")
     folder = run_folder(setup, "forced")
     mine = [
         folder / "hypotheses.old.txt",
@@ -207,9 +220,8 @@ def test_force_removes_what_phm_run_wrote_and_nothing_else(setup):
     assert all(file.read_text() == "the user's own" for file in mine)
 
 
-def test_a_broken_result_json_gets_the_advice_that_keeps_the_training(setup):
-    path = config(setup, "broken.yaml")
-    phm_run(setup, path)
+def test_a_broken_result_json_gets_the_advice_that_keeps_the_training(setup, finished):
+    path = finished_copy(setup, finished, "broken")
     folder = run_folder(setup, "broken")
     for content, problem in (('{"config": "trunc', "cannot read it as a result"), ("[]", "a result is a JSON object")):
         (folder / "result.json").write_text(content)
@@ -223,11 +235,10 @@ def test_a_broken_result_json_gets_the_advice_that_keeps_the_training(setup):
     assert "the training finished already" in again.stdout and (folder / "result.json").exists()
 
 
-def test_a_kept_record_without_checkpoints_is_not_evaluated_again_and_says_what_changed(setup):
+def test_a_kept_record_without_checkpoints_is_not_evaluated_again_and_says_what_changed(setup, finished):
     # results/runs keeps only result.json in git: a record of the converged runs whose evaluation keys
     # were edited has no checkpoint to evaluate again
-    path = config(setup, "record_only.yaml")
-    phm_run(setup, path)
+    path = finished_copy(setup, finished, "record_only")
     folder = run_folder(setup, "record_only")
     shutil.rmtree(folder / "checkpoints")
     assert "done already" in phm_run(setup, path).stdout  # the record alone is a finished run
@@ -241,10 +252,9 @@ def test_a_kept_record_without_checkpoints_is_not_evaluated_again_and_says_what_
 # --- phm-collect pools one config only ------------------------------------------------------------
 
 
-def test_collect_refuses_to_average_seeds_of_different_configs(setup):
+def test_collect_refuses_to_average_seeds_of_different_configs(setup, finished):
     # seed 1 ran, then the config was edited and seed 2 ran
-    path = config(setup, "edited.yaml")
-    phm_run(setup, path, "--seeds", "1")
+    path = finished_copy(setup, finished, "edited")
     config(setup, "edited.yaml", "extends: _base.yaml\ntrain: {lr: 0.002}\n")
     phm_run(setup, path, "--seeds", "2")
     out = run_main(phm_collect.main, setup["runs"] / "rel" / "edited", "--out", setup["root"] / "edited", check=False)
