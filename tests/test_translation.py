@@ -84,11 +84,11 @@ def test_shared_rule_and_rank_run_as_asked_and_stay_tied_after_loading_and_resum
         tmp_path,
         *ARCHS[name],
         "--max-update",
-        "610",
+        "310",
         "--restore-file",
         checkpoint.parent / "checkpoint_last.pt",
     )
-    assert re.search(r"num_updates[= ]610\b", resumed.stdout + resumed.stderr), "resumed at 600, trained on to 610"
+    assert re.search(r"num_updates[= ]310\b", resumed.stdout + resumed.stderr), "resumed at 300, trained on to 310"
     for path in (checkpoint, tmp_path / "checkpoint_last.pt"):
         model, _task = load(path)
         layers = [m for m in model.modules() if isinstance(m, PHMLinear)]
