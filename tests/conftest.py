@@ -1,4 +1,3 @@
-import collections
 import contextlib
 import logging
 import math
@@ -56,11 +55,6 @@ def pytest_collection_modifyitems(items):
         definitions = item._fixtureinfo.name2fixturedefs.values() if hasattr(item, "_fixtureinfo") else ()
         if any(getattr(definition.func, "slow", False) for chain in definitions for definition in chain):
             item.add_marker(pytest.mark.slow)
-    # the modules with the most end-to-end tests first, each module's tests in their order: pytest-xdist hands
-    # out whole modules in this order, so the quick ones fill the end instead of one worker waiting on a
-    # long one (a longest-first schedule)
-    slow_tests = collections.Counter(item.path for item in items if item.get_closest_marker("slow"))
-    items.sort(key=lambda item: -slow_tests[item.path])
 
 
 @pytest.fixture(autouse=True)
