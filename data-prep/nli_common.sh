@@ -102,11 +102,7 @@ binarize() {
     jobs+=(--- "$input" --workers "$WORKERS" --only-source --srcdict "$TMP/dict/dict.txt" --destdir "$STAGE/$input"
       --trainpref "$TMP/train.$input" --validpref "$TMP/valid.$input" ${testpref:+--testpref "$testpref"})
   done
-  # the three binarizations in one process: one start of torch and fairseq, not three
-  "$(fairseq_python)" "$HERE/preprocess.py" "${jobs[@]}" > "$TMP/preprocess.log" 2>&1 || {
-    tail -n 20 "$TMP/preprocess.log" >&2
-    die "$(tail -n 1 "$TMP/preprocess.log"); its log: $TMP/preprocess.log (kept with --keep-tmp)"
-  }
+  run_preprocess "${jobs[@]}" # the three binarizations in one process: one start of torch and fairseq, not three
   for input in premise hypothesis; do
     # fairseq names the test sets test, test1, test2, ...: give them their names (in two steps,
     # so that no name is overwritten)
@@ -136,11 +132,12 @@ fairseq_python() {
   if [ -x "$line" ]; then echo "$line"; else echo "$PYTHON"; fi
 }
 
+# run_preprocess NAME ARGS... [--- NAME ARGS...]: fairseq-preprocess ARGS for each job, all in one Python
+# process (preprocess.py); the output in $TMP/preprocess-NAME.log, NAME the first job's
 run_preprocess() {
-  local name=$1
-  shift
-  fairseq-preprocess --workers "$WORKERS" "$@" > "$TMP/preprocess-$name.log" 2>&1 || {
-    tail -n 20 "$TMP/preprocess-$name.log" >&2
-    die "fairseq-preprocess failed ($name); its log: $TMP/preprocess-$name.log (kept with --keep-tmp)"
+  local log="$TMP/preprocess-$1.log"
+  "$(fairseq_python)" "$HERE/preprocess.py" "$@" > "$log" 2>&1 || {
+    tail -n 20 "$log" >&2
+    die "$(tail -n 1 "$log"); its log: $log (kept with --keep-tmp)"
   }
 }

@@ -65,7 +65,7 @@ mkdir -p "$TMP/splits"
 [ "${PIPESTATUS[0]}" -eq 0 ] || exit 1
 
 log "[2/3] binarizing (fairseq-preprocess; the dictionary holds the training prefixes' words)"
-run_preprocess sva --only-source --destdir "$STAGE" --trainpref "$TMP/splits/train.input" \
+run_preprocess sva --workers "$WORKERS" --only-source --destdir "$STAGE" --trainpref "$TMP/splits/train.input" \
   --validpref "$TMP/splits/valid.input" --testpref "$TMP/splits/test.input"
 # what the dictionary does not cover becomes <unk>: say how much, per split
 sed -n 's/.*\] \(.*\.input: .* replaced (by <unk>)\)$/    \1/p' "$TMP/preprocess-sva.log" | tee -a "$STAGE/prepare.log" >&2
