@@ -474,9 +474,51 @@ LAUNCHER = (sys.executable, "-m", "phm_experiments.fairseq_train")
 
 
 def train(data, save_dir, *extra, check=True, launcher=False):
-    """fairseq-train of the tiny Transformer with the tests' recipe (TRAINING); ``launcher``: phm-run's."""
-    program = list(LAUNCHER) if launcher else [console("fairseq-train")]
-    return run_command(*program, data, "--save-dir", save_dir, *TRAINING, *TINY_FLAGS, *extra, check=check)
+    """fairseq-train of the tiny Transformer with the tests' recipe (TRAINING), in this process (train_main);
+    ``launcher``: phm-run's, in a process of its own."""
+    options = [data, "--save-dir", save_dir, *TRAINING, *TINY_FLAGS]
+    if launcher:
+        return run_command(*LAUNCHER, *options, *extra, check=check)
+    result = run_main(train_main, *options, *IN_PROCESS_LOADER, *extra, check=check)
+    result.args = ["fairseq-train", *result.args]  # the command it stands for
+    return result
+
+
+def train_main(argv):
+    """fairseq-train's cli_main on ``argv`` in this process, logging to stdout and warning on stderr as the
+    command does. An error ends it as it ends the command: its traceback on stderr, exit status 1."""
+    import traceback
+    import warnings
+
+    from fairseq import checkpoint_utils, options
+    from fairseq.dataclass.utils import convert_namespace_to_omegaconf
+    from fairseq.distributed import utils as distributed_utils
+    from fairseq.logging import progress_bar
+
+    with fairseq_logging(), warnings.catch_warnings():
+        from fairseq_cli import train
+
+        # fairseq keeps the best validation loss of the process on its functions (it decides checkpoint_best.pt
+        # and early stopping): a new training starts without one, as a new process does
+        for function, name in [(checkpoint_utils.save_checkpoint, "best"), (train.should_stop_early, "best")]:
+            if hasattr(function, name):
+                delattr(function, name)
+        # each warning once, on stderr, as a new Python process shows it (pytest would collect it instead)
+        warnings.simplefilter("default")
+        warnings.showwarning = lambda message, category, filename, lineno, file=None, line=None: sys.stderr.write(
+            warnings.formatwarning(message, category, filename, lineno, line)
+        )
+        try:
+            args = options.parse_args_and_arch(options.get_training_parser(), input_args=argv)
+            distributed_utils.call_main(convert_namespace_to_omegaconf(args), train.main)
+        except Exception:
+            traceback.print_exc()
+            return 1
+        finally:
+            # fairseq keeps one TensorBoard writer per tag ("train", "valid") for the whole process and closes
+            # them at its exit: closed (flushed) here, and dropped, so that the next training writes its own
+            progress_bar._close_writers()
+            progress_bar._tensorboard_writers.clear()
 
 
 def build_as_fairseq_train(data, *extra):
