@@ -11,7 +11,7 @@
 #   scripts/recipe.sh report     results/converged_multi30k_recipe.{md,csv,png,curves.png,parameters.png},
 #                                results/converged_multi30k_iwslt_lr_check.*, results/converged_multi30k_iwslt.*,
 #                                results/converged_multi30k_iwslt_paired.*, results/width_trend.*,
-#                                docs/parameter_stats.png
+#                                results/frontier_multi30k.* (each run that has a record), docs/parameter_stats.png
 set -euo pipefail
 cd "$(dirname "$0")/.."
 RUNS=results/runs
@@ -75,13 +75,42 @@ case ${1:-start} in
         --series "PHM n=4, Q, K, V separate, rules from Hamilton's" converged/multi30k_recipe/phm_n4_qkv_separate_algebra_init \
           converged/multi30k_iwslt/phm_n4_qkv_separate_algebra_init \
         --series "dense, PHM n=4's size" converged/multi30k/transformer_equal_params_lr008 \
-          converged/multi30k_iwslt/transformer_equal_params
+          converged/multi30k_iwslt/transformer_equal_params \
+        --series "quaternion" converged/multi30k/quaternion_lr008 converged/multi30k_iwslt/quaternion
       # each model against the dense twin and the dense model of PHM n=4's size, seed by seed (one machine)
       .venv/bin/python -m phm_experiments.report.paired --out results/converged_multi30k_iwslt_paired \
         --runs converged/multi30k_iwslt --against transformer transformer_equal_params \
         --models transformer_equal_params phm_n4 phm_n2_lr004 quaternion \
         --title "Multi30k en-de at the iwslt size (hidden 256), converged: gaps per seed pair"
     fi
+    # the demo size against the dense frontier (scripts/frontier.list) with the screen's options
+    # (scripts/screen.list): a run enters once it has a record
+    have() { compgen -G "$RUNS/$1/seed*/result.json" > /dev/null; }
+    dense=() points=()
+    for run in converged/multi30k/transformer_equal_params_lr008 converged/multi30k_frontier/transformer_h80 \
+        converged/multi30k_frontier/transformer_h96 converged/multi30k_frontier/transformer_h112 \
+        converged/multi30k/transformer; do
+      have $run && dense+=("$run")
+    done
+    while IFS=$'\t' read -r label run; do
+      have "$run" && points+=(--point "$label" "$run")
+    done <<'POINTS'
+PHM n=2	converged/multi30k/phm_n2_lr008
+PHM n=4	converged/multi30k/phm_n4_lr008
+PHM n=8	converged/multi30k/phm_n8_lr008
+PHM n=16	converged/multi30k/phm_n16_lr008
+quaternion	converged/multi30k/quaternion_lr008
+PHM n=4, Q, K, V separate	converged/multi30k_recipe/phm_n4_qkv_separate
+PHM n=4, Q, K, V separate, rules from Hamilton's	converged/multi30k_recipe/phm_n4_qkv_separate_algebra_init
+PHM n=4, Q, K, V separate, + rank 8	converged/multi30k_screen/phm_n4_qkv_separate_lowrank8
+PHM n=4, Q, K, V separate, factor norm	converged/multi30k_screen/phm_n4_qkv_separate_factor_norm
+PHM n=8, Q, K, V separate, + rank 8	converged/multi30k_screen/phm_n8_qkv_separate_lowrank8
+PHM n=4, dense attention	converged/multi30k_screen/phm_n4_dense_attention
+dense, hidden 96, FFN 313	converged/multi30k/transformer_n2_params_lr008
+POINTS
+    .venv/bin/python -m phm_experiments.report.frontier --out results/frontier_multi30k \
+      --title "Multi30k en-de, demo size: BLEU against parameters without embeddings, the dense frontier (hidden 64-128, FFN 4x) and the PHM-family models" \
+      --dense "${dense[@]}" "${points[@]}"
     # the statistics of the dense twin and PHM n=4 as converged, seed 1 alone (docs/training.md)
     .venv/bin/python -m phm_experiments.report.diagnostics $RUNS/converged/multi30k_recipe \
       --rows transformer phm_n4 --seeds 1 --out docs/parameter_stats.png
