@@ -11,7 +11,8 @@
 #   scripts/recipe.sh report     results/converged_multi30k_recipe.{md,csv,png,curves.png,parameters.png},
 #                                results/converged_multi30k_iwslt_lr_check.*, results/converged_multi30k_iwslt.*,
 #                                results/converged_multi30k_iwslt_paired.*, results/width_trend.*,
-#                                results/frontier_multi30k.* (each run that has a record), docs/parameter_stats.png
+#                                results/frontier_multi30k.*, results/fit_multi30k.* (each run that has a record),
+#                                docs/parameter_stats.png
 set -euo pipefail
 cd "$(dirname "$0")/.."
 RUNS=results/runs
@@ -110,6 +111,10 @@ dense, hidden 96, FFN 313	converged/multi30k/transformer_n2_params_lr008
 POINTS
     .venv/bin/python -m phm_experiments.report.frontier --out results/frontier_multi30k \
       --title "Multi30k en-de, demo size: BLEU against parameters without embeddings, the dense frontier (hidden 64-128, FFN 4x) and the PHM-family models" \
+      --dense "${dense[@]}" "${points[@]}"
+    # the same runs: does each lose on fit or on generalisation (training and validation loss at the best epoch)
+    .venv/bin/python -m phm_experiments.report.fit --out results/fit_multi30k \
+      --title "Multi30k en-de, demo size: fit or generalisation, each model's losses against the dense frontier's" \
       --dense "${dense[@]}" "${points[@]}"
     # the statistics of the dense twin and PHM n=4 as converged, seed 1 alone (docs/training.md)
     .venv/bin/python -m phm_experiments.report.diagnostics $RUNS/converged/multi30k_recipe \

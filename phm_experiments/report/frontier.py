@@ -58,9 +58,10 @@ def point(rows_of, runs_dir: Path, name: str) -> dict:
     return values
 
 
-def on_curve(curve: list[dict], params: int, key: str, within: float = 0.02):
-    """The dense curve's ``key`` at ``params`` (linear in log parameters); None outside its range, but for
-    sizes within ``within`` of an end (a dense model sized to match a PHM model lands a few weights off)."""
+def on_curve(curve: list[dict], params: int, key: str, within: float = 0.02, digits: int = 2):
+    """The dense curve's ``key`` at ``params`` (linear in log parameters, to ``digits`` places); None outside
+    its range, but for sizes within ``within`` of an end (a dense model sized to match a PHM model lands a few
+    weights off)."""
     known = sorted((p["params_no_emb"], p[key]) for p in curve if p.get(key) is not None)
     if known and params < known[0][0]:
         params = known[0][0] if params >= known[0][0] * (1 - within) else params
@@ -69,7 +70,7 @@ def on_curve(curve: list[dict], params: int, key: str, within: float = 0.02):
     for (x0, y0), (x1, y1) in zip(known, known[1:]):
         if x0 <= params <= x1:
             t = (math.log(params) - math.log(x0)) / (math.log(x1) - math.log(x0)) if x1 > x0 else 0.0
-            return round(y0 + t * (y1 - y0), 2)
+            return round(y0 + t * (y1 - y0), digits)
     return None
 
 
