@@ -11,7 +11,7 @@
 #   scripts/recipe.sh report     results/converged_multi30k_recipe.{md,csv,png,curves.png,parameters.png},
 #                                results/converged_multi30k_iwslt_lr_check.*, results/converged_multi30k_iwslt.*,
 #                                results/converged_multi30k_iwslt_paired.*, results/width_trend.*,
-#                                results/frontier_multi30k.*, results/fit_multi30k.* (each run that has a record),
+#                                results/frontier_multi30k.*, results/fit_multi30k{,_recipe}.* (each run that has a record),
 #                                docs/parameter_stats.png
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -116,6 +116,14 @@ POINTS
     .venv/bin/python -m phm_experiments.report.fit --out results/fit_multi30k \
       --title "Multi30k en-de, demo size: fit or generalisation, each model's losses against the dense frontier's" \
       --dense "${dense[@]}" "${points[@]}"
+    # the recipe screen's options (one seed, on the Intel Xeon) against the same dense band
+    recipe=()
+    for folder in $RUNS/converged/multi30k_recipe/*/; do
+      run=${folder#$RUNS/}; run=${run%/}; recipe+=(--point "${run##*/}" "$run")
+    done
+    .venv/bin/python -m phm_experiments.report.fit --out results/fit_multi30k_recipe \
+      --title "Multi30k en-de, demo size: the training-recipe screen's runs against the dense frontier's losses" \
+      --dense "${dense[@]}" "${recipe[@]}"
     # the statistics of the dense twin and PHM n=4 as converged, seed 1 alone (docs/training.md)
     .venv/bin/python -m phm_experiments.report.diagnostics $RUNS/converged/multi30k_recipe \
       --rows transformer phm_n4 --seeds 1 --out docs/parameter_stats.png
