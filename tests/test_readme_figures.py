@@ -104,3 +104,12 @@ def test_every_benchmark_line_cites_a_committed_report_and_its_labels():
                 assert counts == threads, f"{path}: the report ran at {sorted(threads)} threads: {line}"
                 assert date in line, f"{path}: the report's date ({date}) is not named: {line}"
                 assert commit in line, f"{path}: the report's commit ({commit}) is not named: {line}"
+
+
+def test_the_budget_sections_figures_are_in_the_reports_it_cites():
+    section = readme_section("What a parameter budget buys")
+    cited = re.findall(r"\]\((results/[^)#]+\.md)", section)
+    assert cited, "the section cites no report of results/"
+    reports = "".join((REPO / path).read_text(encoding="utf-8") for path in cited)
+    for figure in re.findall(r"[+-]?\d+\.\d+", section):
+        assert figure in reports, f"the README's {figure} is in none of {cited}"
