@@ -10,7 +10,7 @@
 #   scripts/recipe.sh queue      one queue in the foreground
 #   scripts/recipe.sh report     results/converged_multi30k_recipe.{md,csv,png,curves.png,parameters.png},
 #                                results/converged_multi30k_iwslt_lr_check.*, results/converged_multi30k_iwslt.*,
-#                                results/converged_multi30k_iwslt_paired.*, results/width_trend.*,
+#                                results/converged_multi30k_iwslt_paired.*, results/width_trend.*, results/fit_multi30k_iwslt.*,
 #                                results/frontier_multi30k.*, results/fit_multi30k{,_recipe}.* (each run that has a record),
 #                                docs/parameter_stats.png
 set -euo pipefail
@@ -58,6 +58,7 @@ case ${1:-start} in
     ;;
   queue) queue ;;
   report)
+    have() { compgen -G "$RUNS/$1/seed*/result.json" > /dev/null; }  # a run with a record
     .venv/bin/phm-collect $RUNS/converged/multi30k_recipe --out results/converged_multi30k_recipe \
       --title "Multi30k en-de, the training-recipe screen (PHM at the demo size; seed 1, the leading options and the dense twin on 3): BLEU on test2016, chosen on valid"
     if compgen -G "$RUNS/converged/multi30k_iwslt_lr_check/*/seed*/result.json" > /dev/null; then
@@ -83,10 +84,21 @@ case ${1:-start} in
         --runs converged/multi30k_iwslt --against transformer transformer_equal_params \
         --models transformer_equal_params phm_n4 phm_n2_lr004 quaternion \
         --title "Multi30k en-de at the iwslt size (hidden 256), converged: gaps per seed pair"
+      # fit or generalisation at hidden 256: against the band of the two dense sizes
+      iwslt=()
+      while IFS=$'\t' read -r label run; do
+        have "$run" && iwslt+=(--point "$label" "$run")
+      done <<'POINTS'
+PHM n=2	converged/multi30k_iwslt/phm_n2_lr004
+PHM n=4	converged/multi30k_iwslt/phm_n4
+quaternion	converged/multi30k_iwslt/quaternion
+POINTS
+      .venv/bin/python -m phm_experiments.report.fit --out results/fit_multi30k_iwslt \
+        --title "Multi30k en-de at the iwslt size (hidden 256): fit or generalisation, against the dense models' losses" \
+        --dense converged/multi30k_iwslt/transformer_equal_params converged/multi30k_iwslt/transformer "${iwslt[@]}"
     fi
     # the demo size against the dense frontier (scripts/frontier.list) with the screen's options
     # (scripts/screen.list): a run enters once it has a record
-    have() { compgen -G "$RUNS/$1/seed*/result.json" > /dev/null; }
     dense=() points=()
     for run in converged/multi30k/transformer_equal_params_lr008 converged/multi30k_frontier/transformer_h80 \
         converged/multi30k_frontier/transformer_h96 converged/multi30k_frontier/transformer_h112 \
