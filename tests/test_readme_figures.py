@@ -12,48 +12,75 @@ import pytest
 from phm_experiments.report.aggregate import load_results, run_rows
 
 REPO = Path(__file__).resolve().parent.parent
-RECORDS = REPO / "results" / "runs" / "converged" / "multi30k"
-# the README's model column -> the config folder of its records
-ROWS = {
-    "Transformer (dense twin)": "transformer",
-    "PHM-Transformer n=2": "phm_n2_lr008",
-    "dense, PHM n=2's size (hidden 96, FFN 313)": "transformer_n2_params_lr008",
-    "Quaternion Transformer": "quaternion_lr008",
-    "dense, PHM n=4's size (hidden 64, FFN 267)": "transformer_equal_params_lr008",
-    "PHM-Transformer n=4": "phm_n4_lr008",
-    "PHM-Transformer n=16": "phm_n16_lr008",
-    "PHM-Transformer n=8": "phm_n8_lr008",
-}
+CONVERGED = REPO / "results" / "runs" / "converged"
+# each table of the README's Results section, in order: its records' folder, and its model column -> the
+# config folder of its records
+TABLES = [
+    (
+        CONVERGED / "multi30k",
+        {
+            "Transformer (dense twin)": "transformer",
+            "PHM-Transformer n=2": "phm_n2_lr008",
+            "dense, PHM n=2's size (hidden 96, FFN 313)": "transformer_n2_params_lr008",
+            "Quaternion Transformer": "quaternion_lr008",
+            "dense, PHM n=4's size (hidden 64, FFN 267)": "transformer_equal_params_lr008",
+            "PHM-Transformer n=4": "phm_n4_lr008",
+            "PHM-Transformer n=16": "phm_n16_lr008",
+            "PHM-Transformer n=8": "phm_n8_lr008",
+        },
+    ),
+    (
+        CONVERGED / "multi30k_iwslt",
+        {
+            "Transformer (dense twin)": "transformer",
+            "PHM-Transformer n=2": "phm_n2_lr004",
+            "dense, PHM n=4's size (hidden 128, FFN 521)": "transformer_equal_params",
+            "PHM-Transformer n=4": "phm_n4",
+        },
+    ),
+]
 
 
-def readme_results_table() -> dict:
-    """{model: [parameters, seeds, BLEU, last 5 averaged]} of the README's Results table, bold and marks removed."""
+def readme_results_tables() -> list[dict]:
+    """Each table of the README's Results section as {model: [parameters, seeds, BLEU, last 5 averaged]},
+    bold and marks removed, and the lines of each."""
     text = (REPO / "README.md").read_text(encoding="utf-8")
     section = text[text.index("## Results\n") : text.index("\n## ", text.index("## Results\n") + 1)]
-    table = {}
+    tables, table = [], None
     for line in section.splitlines():
         cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
-        if len(cells) == 5 and cells[0] not in ("model", "---"):
-            table[cells[0]] = [re.sub(r"\*\*|†", "", cell).strip() for cell in cells[1:]]
-    return table
+        if not line.startswith("|"):
+            table = None
+        elif len(cells) == 5 and cells[0] not in ("model", "---"):
+            if table is None:
+                table = {"rows": {}, "lines": {}}
+                tables.append(table)
+            table["rows"][cells[0]] = [re.sub(r"\*\*|†", "", cell).strip() for cell in cells[1:]]
+            table["lines"][cells[0]] = line
+    return tables
 
 
 def shown(row) -> str:
     return f"{row.score:.2f}" + (f" ± {row.score_std:.2f}" if row.score_std is not None else "")
 
 
-@pytest.mark.skipif(not RECORDS.is_dir(), reason="no committed records beside this checkout")
-def test_every_figure_of_the_results_table_is_its_records():
-    table = readme_results_table()
-    assert set(table) == set(ROWS), "a row of the README's Results table without its records here, or the reverse"
-    rows = {row.row: row for row in run_rows(load_results(RECORDS))}
-    lines = (REPO / "README.md").read_text(encoding="utf-8").splitlines()
-    for model, folder in ROWS.items():
-        best, averaged = rows[folder], rows[f"{folder}@avg5"]
-        expected = [f"{best.params_no_emb:,}", str(len(best.seeds.split())), shown(best), shown(averaged)]
-        assert table[model] == expected, f"{model}: the README says {table[model]}, the records {expected}"
-        untraced_mark = "†" in next(line for line in lines if line.startswith(f"| {model} |"))
-        assert untraced_mark == best.untraced, f"{model}: the † mark and the records' traceability disagree"
+@pytest.mark.skipif(not CONVERGED.is_dir(), reason="no committed records beside this checkout")
+def test_every_figure_of_the_results_tables_is_its_records():
+    tables = readme_results_tables()
+    assert len(tables) == len(TABLES), f"the README's Results section has {len(tables)} tables, not {len(TABLES)}"
+    for table, (records, models) in zip(tables, TABLES):
+        assert set(table["rows"]) == set(models), (
+            f"{records.name}: a row of the README without its records, or the reverse"
+        )
+        rows = {row.row: row for row in run_rows(load_results(records))}
+        for model, folder in models.items():
+            best, averaged = rows[folder], rows[f"{folder}@avg5"]
+            expected = [f"{best.params_no_emb:,}", str(len(best.seeds.split())), shown(best), shown(averaged)]
+            assert table["rows"][model] == expected, (
+                f"{model}: the README says {table['rows'][model]}, the records {expected}"
+            )
+            untraced_mark = "†" in table["lines"][model]
+            assert untraced_mark == best.untraced, f"{model}: the † mark and the records' traceability disagree"
 
 
 def readme_section(title: str) -> str:
