@@ -13,7 +13,6 @@ Each run is named by its folder below --runs-dir (results/runs), its seeds avera
 different epochs are compared at their own best epochs. Writes OUT.md, OUT.json and OUT.png.
 """
 
-import argparse
 import functools
 import statistics
 from pathlib import Path
@@ -21,9 +20,8 @@ from pathlib import Path
 import numpy
 
 from ..results import Result, Training
-from . import files
 from .aggregate import ReportError, load_results, run_rows
-from .frontier import on_curve, point, untraced
+from .frontier import against_the_curve, on_curve, point, untraced
 from .plots import palette, pyplot
 from .trace import FOOTNOTE, MARK
 
@@ -247,22 +245,8 @@ def trajectory(values: dict) -> tuple[list, list]:
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--runs-dir", type=Path, default=Path("results/runs"))
-    parser.add_argument("--dense", nargs="+", required=True, help="the dense models' run folders (the curve)")
-    parser.add_argument("--point", nargs=2, action="append", default=[], metavar=("LABEL", "RUN"))
-    parser.add_argument("--title", default="Fit or generalisation, against the dense frontier")
-    parser.add_argument("--out", type=Path, required=True)
-    args = parser.parse_args(argv)
-    labels = [label for label, _ in args.point]
-    if len(set(labels)) < len(labels):
-        parser.error("--point: a label given twice; give each model its own")
-    files.check_out(parser, args.out)
-    try:
-        result = fit(args.runs_dir, args.dense, dict(args.point))
-    except ReportError as error:
-        parser.exit(2, f"phm_experiments.report.fit: {error}\n")
-    files.write("phm_experiments.report.fit", argv, args.out, result, args.title, markdown, plot)
+    title = "Fit or generalisation, against the dense frontier"
+    against_the_curve("phm_experiments.report.fit", __doc__, title, fit, markdown, plot, argv)
 
 
 if __name__ == "__main__":

@@ -166,12 +166,14 @@ def plot(result: dict, path: Path, title: str) -> None:
     plt.close(fig)
 
 
-def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def against_the_curve(module: str, description: str, title: str, compute, markdown, plot, argv=None) -> None:
+    """The command line of a report that sets models against the dense curve (this one, fit.py): --dense
+    runs, --point LABEL RUN, and ``compute(runs_dir, dense, points)``'s result written as OUT.md/.json/.png."""
+    parser = argparse.ArgumentParser(description=description, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs-dir", type=Path, default=Path("results/runs"))
     parser.add_argument("--dense", nargs="+", required=True, help="the dense models' run folders (the curve)")
     parser.add_argument("--point", nargs=2, action="append", default=[], metavar=("LABEL", "RUN"))
-    parser.add_argument("--title", default="Against the dense frontier")
+    parser.add_argument("--title", default=title)
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args(argv)
     labels = [label for label, _ in args.point]
@@ -179,10 +181,16 @@ def main(argv=None):
         parser.error("--point: a label given twice; give each model its own")
     files.check_out(parser, args.out)
     try:
-        result = frontier(args.runs_dir, args.dense, dict(args.point))
+        result = compute(args.runs_dir, args.dense, dict(args.point))
     except ReportError as error:
-        parser.exit(2, f"phm_experiments.report.frontier: {error}\n")
-    files.write("phm_experiments.report.frontier", argv, args.out, result, args.title, markdown, plot)
+        parser.exit(2, f"{module}: {error}\n")
+    files.write(module, argv, args.out, result, args.title, markdown, plot)
+
+
+def main(argv=None):
+    against_the_curve(
+        "phm_experiments.report.frontier", __doc__, "Against the dense frontier", frontier, markdown, plot, argv
+    )
 
 
 if __name__ == "__main__":
