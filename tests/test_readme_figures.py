@@ -36,6 +36,7 @@ TABLES = [
             "PHM-Transformer n=2": "phm_n2_lr004",
             "dense, PHM n=4's size (hidden 128, FFN 521)": "transformer_equal_params",
             "PHM-Transformer n=4": "phm_n4",
+            "Quaternion Transformer": "quaternion",
         },
     ),
 ]
