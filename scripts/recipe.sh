@@ -119,6 +119,7 @@ PHM n=4, Q, K, V separate, + rank 8	converged/multi30k_screen/phm_n4_qkv_separat
 PHM n=4, Q, K, V separate, factor norm	converged/multi30k_screen/phm_n4_qkv_separate_factor_norm
 PHM n=8, Q, K, V separate, + rank 8	converged/multi30k_screen/phm_n8_qkv_separate_lowrank8
 PHM n=4, dense attention	converged/multi30k_screen/phm_n4_dense_attention
+PHM n=4, dense feed-forward	converged/multi30k_screen/phm_n4_dense_ffn
 every map of rank 20, no sharing	converged/multi30k_screen/lowrank20
 dense, hidden 96, FFN 313	converged/multi30k/transformer_n2_params_lr008
 POINTS
