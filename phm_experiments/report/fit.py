@@ -40,27 +40,28 @@ def epochs(training: Training) -> list[dict]:
     return rows
 
 
-def at_best_epoch(result: Result, where: Path) -> dict:
+def at_best_epoch(result: Result, rows: list[dict], where: Path) -> dict:
+    """The row of ``epochs(result.training)`` (``rows``) at the run's best epoch."""
     best = result.training.best_epoch
-    rows = epochs(result.training)
     if best is None or not 1 <= best <= len(rows) or rows[best - 1]["train"] is None:
         raise ReportError(f"{where}: its record has no training and validation loss at its best epoch ({best})")
     return rows[best - 1]
 
 
 def losses(runs_dir: Path, name: str) -> dict:
-    """The run's losses at each seed's best epoch (mean and sample sd over seeds), and each seed's epochs."""
+    """The run's losses at each seed's best epoch (each seed's row, their mean and sample sd), and each
+    seed's epochs."""
     records = sorted((runs_dir / name).glob("seed*/result.json"))
     results = [Result.read(file) for file in records]
-    best = [at_best_epoch(result, file) for result, file in zip(results, records)]
-    values = {}
+    seeds = [epochs(result.training) for result in results]
+    best = [at_best_epoch(result, rows, file) for result, rows, file in zip(results, seeds, records)]
+    values = {"best_epoch_rows": best, "epochs": seeds}
     for key in LOSSES:
-        seeds = [row[key] for row in best]
-        values[f"{key}_loss"] = round(statistics.fmean(seeds), 3)
-        values[f"{key}_loss_std"] = round(statistics.stdev(seeds), 3) if len(seeds) > 1 else None
+        at_best = [row[key] for row in best]
+        values[f"{key}_loss"] = round(statistics.fmean(at_best), 3)
+        values[f"{key}_loss_std"] = round(statistics.stdev(at_best), 3) if len(at_best) > 1 else None
     values["generalisation_gap"] = round(values["valid_loss"] - values["train_loss"], 3)
-    values["epochs"] = [epochs(result.training) for result in results]  # each seed's
-    values["best_epochs"] = " / ".join(str(result.training.best_epoch) for result in results)
+    values["best_epochs"] = " / ".join(str(row["epoch"]) for row in best)
     return values
 
 
@@ -87,7 +88,7 @@ def dense_band(curve: list[dict]) -> dict:
     """Validation loss as a function of training loss across the dense models: a quadratic through every
     seed's epochs of every dense model, over the training losses from the lowest any reached to the highest
     any had at its best epoch (the converged end, where the models are compared)."""
-    high = max(train for p in curve for train in best_train_losses(p))
+    high = max(row["train"] for p in curve for row in p["best_epoch_rows"])
     points = [(row["train"], row["valid"]) for p in curve for row in all_epochs(p) if row["train"] <= high]
     train, valid = numpy.array(points).T
     coefficients = numpy.polyfit(train, valid, 2)
@@ -113,11 +114,6 @@ def above_band(band: dict, values: dict) -> tuple:
 
 def all_epochs(values: dict) -> list[dict]:
     return [row for seed in values["epochs"] for row in seed if row["train"] is not None]
-
-
-def best_train_losses(values: dict) -> list[float]:
-    best = [int(epoch) for epoch in values["best_epochs"].split(" / ")]
-    return [seed[epoch - 1]["train"] for seed, epoch in zip(values["epochs"], best)]
 
 
 def loses_on(values: dict) -> str:
