@@ -430,6 +430,38 @@ def test_a_teacher_that_is_not_done_runs_first(kit):
     assert result.training.updates == 25 and result.training.curve["train"][0][0] == 5
 
 
+# --- losses with dropout off (eval_losses) ------------------------------------------------------
+
+
+def test_eval_losses_measures_the_records_checkpoint_and_refuses_another(kit, tmp_path, capsys):
+    from phm_experiments import eval_losses
+
+    runs = tmp_path / "runs"
+    teacher = runs / "kit" / "teacher" / "seed1"
+    shutil.copytree(kit["teacher"], teacher)
+    assert eval_losses.main(["--runs-dir", str(runs), "kit/teacher"]) == 0
+    measured = json.loads((teacher / "eval_losses.json").read_text())
+    record = Result.read(teacher / "result.json")
+    # fairseq-validate's validation loss of checkpoint_best.pt is the record's at its best epoch, to the digit
+    assert measured["losses"]["valid"]["loss"] == record.training.curve["valid"][record.training.best_epoch - 1][1]
+    assert measured["losses"]["train"]["examples"] == 200 and measured["losses"]["valid"]["examples"] == 40
+    assert 0 < measured["losses"]["train"]["nll_loss"] <= measured["losses"]["train"]["loss"]
+    assert "--valid-subset train,valid" in measured["environment"]["command"]
+    assert eval_losses.main(["--runs-dir", str(runs), "kit/teacher"]) == 0
+    assert "measured already" in capsys.readouterr().out
+
+    # another run's checkpoint in its place is not the record's: refused, nothing written
+    (teacher / "eval_losses.json").unlink()
+    student = kit["runs"] / "kit" / "student" / "seed1" / "checkpoints" / "checkpoint_last.pt"
+    shutil.copy(student, teacher / "checkpoints" / "checkpoint_best.pt")
+    with pytest.raises(SystemExit):
+        eval_losses.main(["--runs-dir", str(runs), "kit/teacher"])
+    assert "it is not the checkpoint of" in capsys.readouterr().err and not (teacher / "eval_losses.json").exists()
+    with pytest.raises(SystemExit):
+        eval_losses.main(["--runs-dir", str(runs), "kit/nothing"])
+    assert "kit/nothing: no seed*/result.json" in capsys.readouterr().err
+
+
 # --- phm-params on bad checkpoint paths --------------------------------------------------------
 
 
