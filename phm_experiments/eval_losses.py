@@ -22,7 +22,7 @@ from pathlib import Path
 
 from . import commands
 from .provenance import environment
-from .results import Result
+from .results import Result, portable_command, portable_path
 
 FILE = "eval_losses.json"
 SUBSETS = ("train", "valid")
@@ -92,11 +92,11 @@ def measure(seed_folder: Path) -> dict:
             f"({result.training.best_epoch}) is {expected}: it is not the checkpoint of {result_file}"
         )
     return {
-        "checkpoint": str(checkpoint),
+        "checkpoint": portable_path(checkpoint),
         "best_epoch": result.training.best_epoch,
         "losses": losses,
         "load_average": finished.load_average,
-        "environment": environment(command=commands.shlex.join(command)),
+        "environment": environment(command=portable_command(command)),
     }
 
 

@@ -20,7 +20,7 @@ from phm_experiments.report.trace import (
     checkout_of,
     trace,
 )
-from phm_experiments.results import Result
+from phm_experiments.results import Environment, Result
 
 REPO = Path(__file__).resolve().parent.parent
 RUNS = REPO / "results/runs"
@@ -76,6 +76,19 @@ def test_the_list_holds_only_untraced_records_as_they_are(traces):
         elif traces[folder][0] != commit:
             stale.append(f"{folder}: names {traces[folder][0]}, not {commit}")
     assert not stale, f"{LIST_FILE} is out of date; remove or correct these lines:\n" + "\n".join(stale)
+
+
+def test_every_eval_losses_record_traces_to_main():
+    """The losses with dropout off (phm_experiments.eval_losses) are measured from main's commits too."""
+    checkout = checkout_of(REPO)
+    if checkout is None or checkout.shallow:
+        pytest.skip("no full git history to trace the records' commits in")
+    untraced = []
+    for file in sorted(RUNS.rglob("eval_losses.json")):
+        found = trace(Environment(**json.loads(file.read_text())["environment"]), file.parent)
+        if found.state != TRACED:
+            untraced.append(f"{file.parent.relative_to(RUNS)}: {found.why}")
+    assert not untraced, "\n".join(untraced)
 
 
 def git(cwd: Path, *args) -> str:
