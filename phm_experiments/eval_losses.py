@@ -62,8 +62,8 @@ def read_losses(output: str) -> dict:
 
 
 def record_valid_loss(result: Result) -> float:
-    """The record's validation loss at its best epoch (the checkpoint_best.pt it scored)."""
-    epoch, valid = result.training.best_epoch, result.training.curve.get("valid", [])
+    """The record's validation loss at the epoch of the checkpoint_best.pt it scored."""
+    epoch, valid = result.training.checkpoint_best_epoch, result.training.curve.get("valid", [])
     if epoch is None or not 1 <= epoch <= len(valid):
         raise EvalLossesError("its record has no validation loss at its best epoch")
     return valid[epoch - 1][1]
@@ -81,6 +81,7 @@ def measure(seed_folder: Path) -> dict:
     task = torch.load(checkpoint, map_location="cpu", weights_only=False)["cfg"]["task"]
     data = result.training.data or result.config_values["data"]
     command = validate_command(checkpoint, data, task)
+    made_by = environment(command=portable_command(command))  # the code as it starts, whatever changes while it runs
     finished = commands.run(command, seed_folder / "eval_losses.log", quiet=True)
     losses = read_losses(finished.output)
     if sorted(losses) != sorted(SUBSETS):
@@ -89,14 +90,14 @@ def measure(seed_folder: Path) -> dict:
     if round(losses["valid"]["loss"], 3) != round(expected, 3):
         raise EvalLossesError(
             f"{checkpoint}: its validation loss is {losses['valid']['loss']}, the record's at its best epoch "
-            f"({result.training.best_epoch}) is {expected}: it is not the checkpoint of {result_file}"
+            f"({result.training.checkpoint_best_epoch}) is {expected}: it is not the checkpoint of {result_file}"
         )
     return {
         "checkpoint": portable_path(checkpoint),
-        "best_epoch": result.training.best_epoch,
+        "best_epoch": result.training.checkpoint_best_epoch,
         "losses": losses,
         "load_average": finished.load_average,
-        "environment": environment(command=portable_command(command)),
+        "environment": made_by,
     }
 
 

@@ -121,6 +121,16 @@ class Training(Record):
     # did not see every update (a resumed run) or recorded it before this field
     load_average: Optional[float] = None
 
+    @property
+    def checkpoint_best_epoch(self) -> Optional[int]:
+        """The epoch of checkpoint_best.pt, which the scores come from. fairseq saves it again when a later
+        epoch ties the best (checkpoint_utils compares with >=), while early stopping counts from the first
+        (fairseq_cli.train compares with >): best_epoch. They differ only on a tie."""
+        scores = self.curve.get(f"valid_{self.valid_metric}", [])
+        if self.best_epoch is None or len(scores) < self.best_epoch:
+            return self.best_epoch
+        return max(epoch for epoch, (_, score) in enumerate(scores, start=1) if score == self.best_valid)
+
 
 class Evaluation(Record):
     command: str

@@ -441,9 +441,9 @@ def test_eval_losses_measures_the_records_checkpoint_and_refuses_another(kit, tm
     shutil.copytree(kit["teacher"], teacher)
     assert eval_losses.main(["--runs-dir", str(runs), "kit/teacher"]) == 0
     measured = json.loads((teacher / "eval_losses.json").read_text())
-    record = Result.read(teacher / "result.json")
+    training = Result.read(teacher / "result.json").training
     # fairseq-validate's validation loss of checkpoint_best.pt is the record's at its best epoch, to the digit
-    assert measured["losses"]["valid"]["loss"] == record.training.curve["valid"][record.training.best_epoch - 1][1]
+    assert measured["losses"]["valid"]["loss"] == training.curve["valid"][training.checkpoint_best_epoch - 1][1]
     assert measured["losses"]["train"]["examples"] == 200 and measured["losses"]["valid"]["examples"] == 40
     assert 0 < measured["losses"]["train"]["nll_loss"] <= measured["losses"]["train"]["loss"]
     assert "--valid-subset train,valid" in measured["environment"]["command"]
