@@ -2,6 +2,7 @@
 curve's, from the committed records."""
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -38,8 +39,8 @@ def test_phm_n4_fits_better_than_the_dense_model_of_its_size_and_validates_worse
     phm, (small, twin) = result["points"]["PHM n=4"], result["dense"]
     # each seed's validation loss at the end of its best epoch, read from its record
     trainings = [Result.read(RUNS / PHM_N4 / f"seed{s}" / "result.json").training for s in (1, 2, 3)]
-    assert phm["best_epochs"] == " / ".join(str(t.best_epoch) for t in trainings)
-    valid = [t.curve["valid"][t.best_epoch - 1][1] for t in trainings]
+    assert phm["best_epochs"] == " / ".join(str(t.checkpoint_best_epoch) for t in trainings)
+    valid = [t.curve["valid"][t.checkpoint_best_epoch - 1][1] for t in trainings]
     assert phm["valid_loss"] == pytest.approx(sum(valid) / 3, abs=1e-3)
     # 44 weights below the curve's lower end: read there
     assert phm["train_loss_above"] == pytest.approx(phm["train_loss"] - small["train_loss"], abs=1e-3)
@@ -62,3 +63,36 @@ def test_a_run_without_a_record_is_named_and_nothing_is_written(tmp_path, capsys
         main(["--runs-dir", str(RUNS), "--out", str(out), "--dense", *DENSE, "--point", "x", "converged/no_such_run"])
     assert stop.value.code == 2 and "no_such_run: no finished run" in capsys.readouterr().err
     assert not list(tmp_path.iterdir())
+
+
+def test_the_losses_with_dropout_off_are_shown_per_seed_where_measured(tmp_path):
+    runs = tmp_path / "runs"
+    for name in (*DENSE, PHM_N4):
+        shutil.copytree(RUNS / name, runs / name)
+    measured = {"losses": {"train": {"loss": 3.21}, "valid": {"loss": 4.43}}}
+    (runs / PHM_N4 / "seed2" / "eval_losses.json").write_text(json.dumps(measured))
+    out = tmp_path / "fit"
+    main(["--runs-dir", str(runs), "--out", str(out), "--dense", *DENSE, "--point", "PHM n=4", PHM_N4])
+    result = json.loads(Path(f"{out}.json").read_text())
+    training = Result.read(RUNS / PHM_N4 / "seed2" / "result.json").training
+    on = epochs(training)[training.checkpoint_best_epoch - 1]["train"]
+    assert result["points"]["PHM n=4"]["dropout_off"] == [
+        {"seed": 2, "epoch": training.checkpoint_best_epoch, "train_dropout_on": on, "train": 3.21, "valid": 4.43}
+    ]
+    assert all(dense["dropout_off"] == [] for dense in result["dense"])
+    table = Path(f"{out}.md").read_text()
+    assert f"| PHM n=4 | {PHM_N4} | 2 | {training.checkpoint_best_epoch} | {on:.3f} | 3.210 | 4.430 | 1.220 |" in table
+    # none measured: no such section
+    (runs / PHM_N4 / "seed2" / "eval_losses.json").unlink()
+    main(["--runs-dir", str(runs), "--out", str(out), "--dense", *DENSE, "--point", "PHM n=4", PHM_N4])
+    assert "With dropout off" not in Path(f"{out}.md").read_text()
+
+
+def test_the_best_epoch_is_that_of_checkpoint_best_pt_which_a_tie_moves_to_the_later_epoch():
+    # valid BLEU 37.48 at epochs 16 and 17: early stopping counts from 16, fairseq saved checkpoint_best.pt at 17
+    training = Result.read(RUNS / "converged/multi30k_iwslt/transformer_equal_params/seed1/result.json").training
+    bleu = [score for _, score in training.curve["valid_bleu"]]
+    assert bleu[15] == bleu[16] == training.best_valid == max(bleu)
+    assert (training.best_epoch, training.checkpoint_best_epoch) == (16, 17)
+    phm = Result.read(RUNS / PHM_N4 / "seed1" / "result.json").training  # no tie: the same epoch
+    assert phm.checkpoint_best_epoch == phm.best_epoch is not None

@@ -14,11 +14,13 @@ different epochs are compared at their own best epochs. Writes OUT.md, OUT.json 
 """
 
 import functools
+import json
 import statistics
 from pathlib import Path
 
 import numpy
 
+from .. import eval_losses
 from ..results import Result, Training
 from .aggregate import ReportError, load_results, run_rows
 from .frontier import against_the_curve, on_curve, point, untraced
@@ -41,21 +43,27 @@ def epochs(training: Training) -> list[dict]:
 
 
 def at_best_epoch(result: Result, rows: list[dict], where: Path) -> dict:
-    """The row of ``epochs(result.training)`` (``rows``) at the run's best epoch."""
-    best = result.training.best_epoch
+    """The row of ``epochs(result.training)`` (``rows``) at the run's best epoch: the epoch of checkpoint_best.pt,
+    the last to reach the best validation score."""
+    best = result.training.checkpoint_best_epoch
     if best is None or not 1 <= best <= len(rows) or rows[best - 1]["train"] is None:
         raise ReportError(f"{where}: its record has no training and validation loss at its best epoch ({best})")
     return rows[best - 1]
 
 
 def losses(runs_dir: Path, name: str) -> dict:
-    """The run's losses at each seed's best epoch (each seed's row, their mean and sample sd), and each
-    seed's epochs."""
+    """The run's losses at each seed's best epoch (each seed's row, their mean and sample sd), each seed's
+    epochs, and the losses with dropout off of the seeds that have them."""
     records = sorted((runs_dir / name).glob("seed*/result.json"))
     results = [Result.read(file) for file in records]
     seeds = [epochs(result.training) for result in results]
     best = [at_best_epoch(result, rows, file) for result, rows, file in zip(results, seeds, records)]
     values = {"best_epoch_rows": best, "epochs": seeds}
+    values["dropout_off"] = [
+        {"seed": result.seed, "epoch": row["epoch"], "train_dropout_on": row["train"], **measured}
+        for result, row, file in zip(results, best, records)
+        if (measured := dropout_off(file.parent))
+    ]
     for key in LOSSES:
         at_best = [row[key] for row in best]
         values[f"{key}_loss"] = round(statistics.fmean(at_best), 3)
@@ -63,6 +71,16 @@ def losses(runs_dir: Path, name: str) -> dict:
     values["generalisation_gap"] = round(values["valid_loss"] - values["train_loss"], 3)
     values["best_epochs"] = " / ".join(str(row["epoch"]) for row in best)
     return values
+
+
+def dropout_off(seed_folder: Path) -> dict | None:
+    """The seed's training and validation loss with dropout off at its best checkpoint, where measured
+    (eval_losses.json; python -m phm_experiments.eval_losses)."""
+    file = seed_folder / eval_losses.FILE
+    if not file.is_file():
+        return None
+    measured = json.loads(file.read_text(encoding="utf-8"))["losses"]
+    return {"train": measured["train"]["loss"], "valid": measured["valid"]["loss"]}
 
 
 def fit(runs_dir: Path, dense: list[str], points: dict[str, str]) -> dict:
@@ -164,8 +182,36 @@ def markdown(title: str, result: dict, command: str) -> str:
         )
     if any(untraced(values) for _, values in rows):
         lines += ["", f"traced: each seed's record; {FOOTNOTE}"]
+    lines += dropout_off_table(rows)
     lines += ["", "Made by:", "", "```", command, "```", ""]
     return "\n".join(lines)
+
+
+def dropout_off_table(rows: list) -> list[str]:
+    """Each measured seed's losses at its best checkpoint with dropout off, beside its training loss with
+    dropout on; nothing where no run has them."""
+    measured = [(label, values["run"], seed) for label, values in rows for seed in values["dropout_off"]]
+    if not measured:
+        return []
+    lines = [
+        "",
+        "## With dropout off",
+        "",
+        "The same loss of each seed's best checkpoint (checkpoint_best.pt) on the whole training and validation "
+        "sets with dropout off (`python -m phm_experiments.eval_losses`: fairseq-validate, label smoothing as "
+        "trained; eval_losses.json beside the seed's record), where measured: the checkpoints stay on the machine "
+        "that trained them. Its validation loss is the record's, checked to the digit.",
+        "",
+        "| model | run | seed | best epoch | training loss, dropout on | training loss, dropout off "
+        "| validation loss | validation - training (dropout off) |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for label, run, seed in measured:
+        lines.append(
+            f"| {label} | {run} | {seed['seed']} | {seed['epoch']} | {seed['train_dropout_on']:.3f} "
+            f"| {seed['train']:.3f} | {seed['valid']:.3f} | {seed['valid'] - seed['train']:.3f} |"
+        )
+    return lines
 
 
 def band_cell(values: dict) -> str:
