@@ -23,6 +23,7 @@ from pathlib import Path
 from . import commands
 from .provenance import environment
 from .results import Result, portable_command, portable_path
+from .run_folder import BEST, CHECKPOINTS, RESULT
 
 FILE = "eval_losses.json"
 SUBSETS = ("train", "valid")
@@ -73,7 +74,7 @@ def measure(seed_folder: Path) -> dict:
     """The losses of the seed's checkpoint_best.pt, checked against its record, with the command and the environment."""
     import torch
 
-    result_file, checkpoint = seed_folder / "result.json", seed_folder / "checkpoints" / "checkpoint_best.pt"
+    result_file, checkpoint = seed_folder / RESULT, seed_folder / CHECKPOINTS / BEST
     for needed in (result_file, checkpoint):
         if not needed.is_file():
             raise EvalLossesError(f"{seed_folder}: no {needed.name}; measure a run where it was trained")
@@ -101,6 +102,16 @@ def measure(seed_folder: Path) -> dict:
     }
 
 
+def write(seed_folder: Path) -> Path:
+    """measure(seed_folder), written to its eval_losses.json."""
+    measured = measure(seed_folder)
+    out = seed_folder / FILE
+    out.write_text(json.dumps(measured, indent=1) + "\n", encoding="utf-8")
+    train, valid = (measured["losses"][subset]["loss"] for subset in SUBSETS)
+    print(f"{seed_folder}: training {train}, validation {valid} (dropout off) -> {out}", flush=True)
+    return out
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(
         prog="python -m phm_experiments.eval_losses",
@@ -117,16 +128,13 @@ def main(argv=None):
     for folder in folders:
         for seed_folder in sorted(p.parent for p in folder.glob("seed*/result.json")):
             out = seed_folder / FILE
-            if out.is_file() or not (seed_folder / "checkpoints" / "checkpoint_best.pt").is_file():
+            if out.is_file() or not (seed_folder / CHECKPOINTS / BEST).is_file():
                 print(f"{seed_folder}: " + ("measured already" if out.is_file() else "no checkpoint_best.pt, left"))
                 continue
             try:
-                measured = measure(seed_folder)
+                write(seed_folder)
             except (EvalLossesError, commands.CommandFailed) as error:
                 parser.exit(1, f"{parser.prog}: error: {error}\n")
-            out.write_text(json.dumps(measured, indent=1) + "\n", encoding="utf-8")
-            train, valid = (measured["losses"][s]["loss"] for s in SUBSETS)
-            print(f"{seed_folder}: training {train}, validation {valid} (dropout off) -> {out}", flush=True)
     return 0
 
 

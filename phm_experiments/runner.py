@@ -9,8 +9,9 @@ its lock are run_folder.py's; each step takes the run (run.py): its config, fold
 
 from pathlib import Path
 
-from . import data, evaluation, training
+from . import data, eval_losses, evaluation, training
 from .checks import check_model
+from .commands import CommandFailed
 from .provenance import environment  # at load, as results: a queue started before an edit of both kept its own pair
 from .results import Environment, ModuleParameters, Parameters, Result, Teacher, portable_path
 from .resume import (
@@ -24,9 +25,10 @@ from .run import Run
 class Runner:
     """Runs configs into RUNS; a config's teacher is run first (same seed) when it is not done."""
 
-    def __init__(self, runs_dir: Path, force: bool = False):
+    def __init__(self, runs_dir: Path, force: bool = False, eval_losses: bool = False):
         self.runs_dir = Path(portable_path(runs_dir))  # every path of the runs' records below it
         self.force = force
+        self.eval_losses = eval_losses  # each run carried out also measures its losses with dropout off
         self.done = {}  # (config path, seed) -> Result, in this process
 
     def run(self, config, seed=None, force=None) -> Result:
@@ -45,6 +47,8 @@ class Runner:
             else:
                 with run.folder.lock():
                     self.done[key] = carry_out(run, force)
+                    if self.eval_losses:
+                        measure_eval_losses(run)
         return self.done[key]
 
 
@@ -81,6 +85,15 @@ def carry_out(run: Run, force: bool) -> Result:
     result.write(run.folder.result)
     run.say(f"{evaluated.summary()} -> {run.folder.result}")
     return result
+
+
+def measure_eval_losses(run: Run) -> None:
+    """The finished run's losses with dropout off (eval_losses.py). Its record is written already: a failure
+    here is reported, not raised, and the measurement can be made again by itself."""
+    try:
+        eval_losses.write(run.folder.path)
+    except (eval_losses.EvalLossesError, CommandFailed) as error:
+        run.say(f"losses with dropout off not measured ({error}); python -m phm_experiments.eval_losses measures it")
 
 
 def record(run: Run, prepared, trained: training.Trained, evaluated: evaluation.Evaluated) -> Result:

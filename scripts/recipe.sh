@@ -6,6 +6,7 @@
 # order; an interrupted run resumes where it stopped when a queue comes back to it. The list is read
 # again after every run: lines added later are picked up. Records: results/runs/<config>/seed<S>/. A record
 # listed in results/runs/UNTRACED.txt is retrained clean (--force); remove its line when it is committed.
+# Each run also measures its losses with dropout off (phm-run --eval-losses: eval_losses.json, for report.fit).
 #   scripts/recipe.sh            start both queues in the background (logs: work/logs/recipe-{a,b}.log)
 #   scripts/recipe.sh queue      one queue in the foreground
 #   scripts/recipe.sh report     results/converged_multi30k_recipe.{md,csv,png,curves.png,parameters.png},
@@ -39,7 +40,7 @@ queue() {
   while :; do
     progress=0
     while read -r config seed force; do
-      if env OMP_NUM_THREADS=1 .venv/bin/phm-run --runs-dir $RUNS "$config" --seeds "$seed" $force; then
+      if env OMP_NUM_THREADS=1 .venv/bin/phm-run --runs-dir $RUNS --eval-losses "$config" --seeds "$seed" $force; then
         progress=1
         break  # the list may have changed: read it again
       fi

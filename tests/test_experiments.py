@@ -462,6 +462,17 @@ def test_eval_losses_measures_the_records_checkpoint_and_refuses_another(kit, tm
     assert "kit/nothing: no seed*/result.json" in capsys.readouterr().err
 
 
+def test_phm_run_eval_losses_measures_each_run_it_carries_out(kit, tmp_path):
+    config = write_config(kit, "measured.yaml", "extends: _base.yaml\ntrain: {arch: transformer_twin_demo}\n")
+    runs = tmp_path / "runs"
+    run_main(phm_run.main, config, "--runs-dir", runs, "--eval-losses")
+    seed = runs / "kit" / "measured" / "seed1"
+    training = Result.read(seed / "result.json").training
+    measured = json.loads((seed / "eval_losses.json").read_text())
+    assert measured["losses"]["valid"]["loss"] == training.curve["valid"][training.checkpoint_best_epoch - 1][1]
+    assert measured["best_epoch"] == training.checkpoint_best_epoch
+
+
 # --- phm-params on bad checkpoint paths --------------------------------------------------------
 
 

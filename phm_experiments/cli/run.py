@@ -76,6 +76,13 @@ def main(argv=None):
         "(only files phm-run made), then train and evaluate again",
     )
     parser.add_argument(
+        "--eval-losses",
+        action="store_true",
+        help="after a run's evaluation, also measure its checkpoint_best.pt's losses with dropout off on the "
+        "training and validation sets (eval_losses.json beside result.json; python -m phm_experiments.eval_losses "
+        "measures finished runs)",
+    )
+    parser.add_argument(
         "--native-kernels",
         action="store_true",
         help="let each CPU choose its fastest kernels (AVX-512, its own MKL branch): faster where there "
@@ -108,7 +115,7 @@ def main(argv=None):
         if args.runs_dir.exists() and not args.runs_dir.is_dir():
             raise ConfigError(f"--runs-dir {args.runs_dir} is a file, not a folder of runs")
         jobs = check_all(args.configs, args.runs_dir, args.seeds)
-        runner = Runner(args.runs_dir, force=args.force)
+        runner = Runner(args.runs_dir, force=args.force, eval_losses=args.eval_losses)
         for i, (config, seed) in enumerate(jobs, 1):
             print(f"\n=== [{i}/{len(jobs)}] {config.path}" + (f", seed {seed}" if seed is not None else ""), flush=True)
             runner.run(config, seed=seed)
