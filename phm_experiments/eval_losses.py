@@ -23,9 +23,9 @@ from pathlib import Path
 from . import commands
 from .provenance import environment
 from .results import Result, portable_command, portable_path
-from .run_folder import BEST, CHECKPOINTS, RESULT
+from .run_folder import BEST, CHECKPOINTS, EVAL_LOSSES, RESULT
 
-FILE = "eval_losses.json"
+FILE = EVAL_LOSSES
 SUBSETS = ("train", "valid")
 
 

@@ -33,8 +33,9 @@ EPOCH = "checkpoint{}.pt"  # fairseq's end-of-epoch checkpoint
 AVERAGE = "avg_last{}"  # evaluate.average_last: its checkpoint and its hypotheses are named by it
 AVERAGE_CHECKPOINT = f"checkpoint_{AVERAGE}.pt"
 HYPOTHESES = "hypotheses{}.txt"  # {}: nothing (checkpoint_best.pt's), .epochN or .avg_lastN
-STEP_LOGS = ("init", "train", "evaluate")  # and prepare.log, which --force keeps: it made the data, which stays
+STEP_LOGS = ("init", "train", "evaluate", "eval_losses")  # and prepare.log, which --force keeps: it made the data
 RESULT = "result.json"
+EVAL_LOSSES = "eval_losses.json"  # the losses with dropout off (eval_losses.py), measured after the record
 LOCK = ".phm-run.lock"
 
 
@@ -50,10 +51,10 @@ CHECKPOINT = rf"(?:checkpoint(\d+|_\d+_\d+|_best|_last|\.best_.+)\.pt|{matching(
 RESUMABLE = re.compile(r"checkpoint(\d+|_\d+_\d+|_best)\.pt")
 # what --force removes, by exact names: in checkpoints/, the checkpoints, what a stop cut of one while it was
 # written (fairseq's NAME.tmp, phm-run's .NAME.partial) and the fingerprint; in the run's folder, the record,
-# the logs of the steps and the hypotheses
+# the logs of the steps, the losses with dropout off and the hypotheses
 MADE_IN_CHECKPOINTS = re.compile(rf"{CHECKPOINT}(\.tmp)?|\.{CHECKPOINT}\.partial|{re.escape(FINGERPRINT)}")
 MADE_IN_FOLDER = re.compile(
-    rf"{re.escape(RESULT)}|({'|'.join(STEP_LOGS)})\.log|"
+    rf"{re.escape(RESULT)}|{re.escape(EVAL_LOSSES)}|({'|'.join(STEP_LOGS)})\.log|"
     + matching(HYPOTHESES, rf"(\.epoch\d+|\.{matching(AVERAGE)})?")
 )
 
@@ -106,6 +107,10 @@ class RunFolder:
     @property
     def result(self) -> Path:
         return self.path / RESULT
+
+    @property
+    def eval_losses(self) -> Path:
+        return self.path / EVAL_LOSSES
 
     @property
     def distill(self) -> Path:

@@ -173,6 +173,7 @@ def test_every_file_a_run_folder_names_is_one_that_force_removes(tmp_path):
     assert folder.path == tmp_path / "runs/converged/multi30k/transformer/seed2"
     made = [folder.best, folder.last, folder.epoch(3), folder.average(5), folder.checkpoints / "fingerprint.json"]
     made += [folder.result, folder.log("init"), folder.log("train"), folder.log("evaluate")]
+    made += [folder.eval_losses, folder.log("eval_losses")]
     made += [folder.hypotheses(), folder.hypotheses(epoch=0), folder.hypotheses(average=5)]
     made += [folder.distill / "0123456789ab" / "distill.json"]
     users = [folder.log("prepare"), folder.path / "hypotheses.old.txt", folder.checkpoints / "checkpoint_mine.pt"]
