@@ -18,7 +18,7 @@ from phm_experiments.report import ReportError, load_results
 from phm_experiments.results import Result, portable_command
 from phm_experiments.run import Run
 from phm_experiments.run_folder import RunFolder
-from phm_experiments.runner import Runner
+from phm_experiments.runner import Runner, measure_eval_losses
 from phm_experiments.training import train_command
 
 RECORDS = REPO / "results" / "runs" / "converged"
@@ -163,6 +163,15 @@ def test_records_write_paths_below_the_working_directory_relative_to_it(monkeypa
     command = ["fairseq-generate", str(REPO / "data-bin/x"), "--user-dir", phm_fairseq.PLUGIN_DIR, str(tmp_path)]
     assert portable_command(command) == f"fairseq-generate data-bin/x --user-dir phm_fairseq {tmp_path}"
     assert Runner(REPO / "work" / "runs").runs_dir == Path("work/runs")  # the runs' paths below it with it
+
+
+def test_a_failed_measurement_of_the_losses_with_dropout_off_is_reported_not_raised(tmp_path, capsys):
+    """phm-run --eval-losses measures after the record is written: a failure leaves the record and the queue going."""
+    run = Run.of(load_config(REPO / "configs/converged/multi30k/transformer.yaml"), tmp_path / "runs")
+    measure_eval_losses(run)  # a folder without its checkpoint
+    out = capsys.readouterr().out
+    assert "losses with dropout off not measured" in out and "no result.json" in out
+    assert "python -m phm_experiments.eval_losses measures it" in out and not run.folder.eval_losses.exists()
 
 
 # --- a run's folder -----------------------------------------------------------------------------------
