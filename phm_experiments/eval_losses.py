@@ -16,16 +16,15 @@ is not the record's checkpoint, and is refused. The commands run with the kernel
 
 import argparse
 import json
-import re
 import sys
 from pathlib import Path
 
 from . import commands
+from .logs import read_records
 from .provenance import environment
 from .results import Result, portable_command, portable_path
-from .run_folder import BEST, CHECKPOINTS, EVAL_LOSSES, RESULT
+from .run_folder import RunFolder
 
-FILE = EVAL_LOSSES
 SUBSETS = ("train", "valid")
 
 
@@ -33,16 +32,19 @@ class EvalLossesError(RuntimeError):
     pass
 
 
-def validate_command(checkpoint: Path, data: str, task) -> list:
-    """fairseq-validate of ``checkpoint`` on SUBSETS with the task it was trained with (``task``: the
-    checkpoint's cfg.task); a translation task's BLEU during validation is switched off (its loss is the
-    same without it, and the training set would be translated)."""
+def validate_command(checkpoint: Path, data: str, cfg: dict) -> list:
+    """fairseq-validate of ``checkpoint`` on SUBSETS with the task it was trained with (``cfg``: the
+    checkpoint's configuration); a translation task's BLEU during validation is switched off (its loss is
+    the same without it, and the training set would be translated)."""
+    from phm_fairseq.cli.checkpoint_files import config_value
+
+    task = cfg["task"]
     command = ["fairseq-validate", data, "--user-dir", commands.plugin_dir(), *commands.NO_PREFETCH_THREAD]
-    command += ["--path", str(checkpoint), "--task", task["_name"], "--valid-subset", ",".join(SUBSETS)]
+    command += ["--path", str(checkpoint), "--task", config_value(task, "_name"), "--valid-subset", ",".join(SUBSETS)]
     for key in ("source_lang", "target_lang"):
-        if task.get(key):
-            command += [f"--{key.replace('_', '-')}", task[key]]
-    if "eval_bleu" in task:
+        if config_value(task, key):
+            command += [f"--{key.replace('_', '-')}", config_value(task, key)]
+    if config_value(task, "eval_bleu") is not None:
         command += ["--model-overrides", "{'eval_bleu': False}"]
     return [*command, "--max-tokens", "4096", "--log-format", "json"]
 
@@ -51,13 +53,13 @@ def read_losses(output: str) -> dict:
     """{subset: {"loss": ..., "nll_loss": ..., "examples": ...}} from fairseq-validate's records
     ``... | INFO | train | {"train_loss": "2.579", "train_nll_loss": "0.706", ..., "train_bsz": "29000"}``."""
     losses = {}
-    for subset, text in re.findall(r"\| INFO \| (\w+) \| (\{.*\})$", output, re.M):
-        stats = json.loads(text)
-        if f"{subset}_loss" in stats:
-            losses[subset] = {
-                "loss": float(stats[f"{subset}_loss"]),
-                "nll_loss": float(stats[f"{subset}_nll_loss"]) if f"{subset}_nll_loss" in stats else None,
-                "examples": int(float(stats[f"{subset}_bsz"])),
+    for record in read_records(output):
+        stats = record.stats()
+        if stats and "loss" in stats and record.name in SUBSETS:
+            losses[record.name] = {
+                "loss": stats["loss"],
+                "nll_loss": stats.get("nll_loss"),
+                "examples": int(stats["bsz"]),
             }
     return losses
 
@@ -74,16 +76,19 @@ def measure(seed_folder: Path) -> dict:
     """The losses of the seed's checkpoint_best.pt, checked against its record, with the command and the environment."""
     import torch
 
-    result_file, checkpoint = seed_folder / RESULT, seed_folder / CHECKPOINTS / BEST
+    import phm_fairseq.checkpoints  # noqa: F401  (safe loading of the plugin's checkpoints)
+
+    folder = RunFolder(seed_folder)
+    result_file, checkpoint = folder.result, folder.best
     for needed in (result_file, checkpoint):
         if not needed.is_file():
             raise EvalLossesError(f"{seed_folder}: no {needed.name}; measure a run where it was trained")
     result = Result.read(result_file)
-    task = torch.load(checkpoint, map_location="cpu", weights_only=False)["cfg"]["task"]
+    cfg = torch.load(checkpoint, map_location="cpu", weights_only=True, mmap=True)["cfg"]
     data = result.training.data or result.config_values["data"]
-    command = validate_command(checkpoint, data, task)
+    command = validate_command(checkpoint, data, cfg)
     made_by = environment(command=portable_command(command))  # the code as it starts, whatever changes while it runs
-    finished = commands.run(command, seed_folder / "eval_losses.log", quiet=True)
+    finished = commands.run(command, folder.log("eval_losses"), quiet=True)
     losses = read_losses(finished.output)
     if sorted(losses) != sorted(SUBSETS):
         raise EvalLossesError(f"{seed_folder}: fairseq-validate reported {sorted(losses)}, not {list(SUBSETS)}")
@@ -105,7 +110,7 @@ def measure(seed_folder: Path) -> dict:
 def write(seed_folder: Path) -> Path:
     """measure(seed_folder), written to its eval_losses.json."""
     measured = measure(seed_folder)
-    out = seed_folder / FILE
+    out = RunFolder(seed_folder).eval_losses
     out.write_text(json.dumps(measured, indent=1) + "\n", encoding="utf-8")
     train, valid = (measured["losses"][subset]["loss"] for subset in SUBSETS)
     print(f"{seed_folder}: training {train}, validation {valid} (dropout off) -> {out}", flush=True)
@@ -121,18 +126,21 @@ def main(argv=None):
     parser.add_argument("runs", nargs="+", help="run folders below --runs-dir (e.g. converged/multi30k/phm_n4)")
     parser.add_argument("--runs-dir", type=Path, default=Path("results/runs"), help="default: %(default)s")
     args = parser.parse_args(argv)
-    folders = [args.runs_dir / name for name in args.runs]
-    for folder in folders:
-        if not sorted(folder.glob("seed*/result.json")):
-            parser.error(f"{folder}: no seed*/result.json (is --runs-dir {args.runs_dir} where it was trained?)")
-    for folder in folders:
-        for seed_folder in sorted(p.parent for p in folder.glob("seed*/result.json")):
-            out = seed_folder / FILE
-            if out.is_file() or not (seed_folder / CHECKPOINTS / BEST).is_file():
-                print(f"{seed_folder}: " + ("measured already" if out.is_file() else "no checkpoint_best.pt, left"))
-                continue
+    seeds = []  # every run's seed folders that have a record
+    for name in args.runs:
+        records = sorted((args.runs_dir / name).glob("seed*/result.json"))
+        if not records:
+            where = args.runs_dir / name
+            parser.error(f"{where}: no seed*/result.json (is --runs-dir {args.runs_dir} where it was trained?)")
+        seeds += [RunFolder(record.parent) for record in records]
+    for seed in seeds:
+        if seed.eval_losses.is_file():
+            print(f"{seed.path}: measured already")
+        elif not seed.best.is_file():
+            print(f"{seed.path}: no checkpoint_best.pt, left")
+        else:
             try:
-                write(seed_folder)
+                write(seed.path)
             except (EvalLossesError, commands.CommandFailed) as error:
                 parser.exit(1, f"{parser.prog}: error: {error}\n")
     return 0

@@ -20,8 +20,8 @@ from pathlib import Path
 
 import numpy
 
-from .. import eval_losses
 from ..results import Result, Training
+from ..run_folder import EVAL_LOSSES
 from .aggregate import ReportError, load_results, run_rows
 from .frontier import against_the_curve, on_curve, point, untraced
 from .plots import palette, pyplot
@@ -76,7 +76,7 @@ def losses(runs_dir: Path, name: str) -> dict:
 def dropout_off(seed_folder: Path) -> dict | None:
     """The seed's training and validation loss with dropout off at its best checkpoint, where measured
     (eval_losses.json; python -m phm_experiments.eval_losses)."""
-    file = seed_folder / eval_losses.FILE
+    file = seed_folder / EVAL_LOSSES
     if not file.is_file():
         return None
     measured = json.loads(file.read_text(encoding="utf-8"))["losses"]
