@@ -123,6 +123,7 @@ PHM n=4, dense attention	converged/multi30k_screen/phm_n4_dense_attention
 PHM n=4, dense feed-forward	converged/multi30k_screen/phm_n4_dense_ffn
 every map of rank 20, no sharing	converged/multi30k_screen/lowrank20
 dense, hidden 128, 1 + 1 layers, FFN 76	converged/multi30k_screen/transformer_h128_shallow
+dense, hidden 64, 1 + 1 layers, FFN 730	converged/multi30k_screen/transformer_h64_shallow
 dense, hidden 96, FFN 313	converged/multi30k/transformer_n2_params_lr008
 POINTS
     .venv/bin/python -m phm_experiments.report.frontier --out results/frontier_multi30k \
