@@ -42,8 +42,8 @@ def validate_command(checkpoint: Path, data: str, cfg: dict) -> list:
     command = ["fairseq-validate", data, "--user-dir", commands.plugin_dir(), *commands.NO_PREFETCH_THREAD]
     command += ["--path", str(checkpoint), "--task", config_value(task, "_name"), "--valid-subset", ",".join(SUBSETS)]
     for key in ("source_lang", "target_lang"):
-        if config_value(task, key):
-            command += [f"--{key.replace('_', '-')}", config_value(task, key)]
+        if value := config_value(task, key):
+            command += [f"--{key.replace('_', '-')}", value]
     if config_value(task, "eval_bleu") is not None:
         command += ["--model-overrides", "{'eval_bleu': False}"]
     return [*command, "--max-tokens", "4096", "--log-format", "json"]
@@ -128,10 +128,10 @@ def main(argv=None):
     args = parser.parse_args(argv)
     seeds = []  # every run's seed folders that have a record
     for name in args.runs:
-        records = sorted((args.runs_dir / name).glob("seed*/result.json"))
+        run = args.runs_dir / name
+        records = sorted(run.glob("seed*/result.json"))
         if not records:
-            where = args.runs_dir / name
-            parser.error(f"{where}: no seed*/result.json (is --runs-dir {args.runs_dir} where it was trained?)")
+            parser.error(f"{run}: no seed*/result.json (is --runs-dir {args.runs_dir} where it was trained?)")
         seeds += [RunFolder(record.parent) for record in records]
     for seed in seeds:
         if seed.eval_losses.is_file():
