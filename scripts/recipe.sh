@@ -12,6 +12,7 @@
 #   scripts/recipe.sh report     results/converged_multi30k_recipe.{md,csv,png,curves.png,parameters.png},
 #                                results/converged_multi30k_iwslt_lr_check.*, results/converged_multi30k_iwslt.*,
 #                                results/converged_multi30k_iwslt_paired.*, results/width_trend.*, results/fit_multi30k_iwslt.*,
+#                                results/converged_multi30k_screen_lr_check.*,
 #                                results/frontier_multi30k.*, results/fit_multi30k{,_recipe}.* (each run that has a record),
 #                                docs/parameter_stats.png
 set -euo pipefail
@@ -66,6 +67,10 @@ case ${1:-start} in
       .venv/bin/phm-collect $RUNS/converged/multi30k_iwslt_lr_check --out results/converged_multi30k_iwslt_lr_check \
         --title "Multi30k en-de, the recipe check at the iwslt size (8 epochs, seed 1): BLEU on test2016, chosen on valid"
     fi
+    if compgen -G "$RUNS/converged/multi30k_screen_lr_check/*/seed*/result.json" > /dev/null; then
+      .venv/bin/phm-collect $RUNS/converged/multi30k_screen_lr_check --out results/converged_multi30k_screen_lr_check \
+        --title "Multi30k en-de, the frontier screen's lr check (8 epochs, seed 1; lr 0.008 from each option's converged run): BLEU on test2016, chosen on valid"
+    fi
     if compgen -G "$RUNS/converged/multi30k_iwslt/transformer/seed*/result.json" > /dev/null; then
       .venv/bin/phm-collect $RUNS/converged/multi30k_iwslt --out results/converged_multi30k_iwslt \
         --title "Multi30k en-de trained to convergence at the iwslt size (hidden 256): BLEU on test2016"
@@ -119,6 +124,7 @@ PHM n=4, Q, K, V separate, rules from Hamilton's	converged/multi30k_recipe/phm_n
 PHM n=4, Q, K, V separate, + rank 8	converged/multi30k_screen/phm_n4_qkv_separate_lowrank8
 PHM n=4, Q, K, V separate, factor norm	converged/multi30k_screen/phm_n4_qkv_separate_factor_norm
 PHM n=8, Q, K, V separate, + rank 8	converged/multi30k_screen/phm_n8_qkv_separate_lowrank8
+PHM n=4, Q, K, V separate, hidden 64, 7 + 7 layers	converged/multi30k_screen/phm_n4_qkv_separate_h64_deep
 PHM n=4, dense attention	converged/multi30k_screen/phm_n4_dense_attention
 PHM n=4, dense feed-forward	converged/multi30k_screen/phm_n4_dense_ffn
 every map of rank 20, no sharing	converged/multi30k_screen/lowrank20
