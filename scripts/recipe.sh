@@ -131,6 +131,7 @@ every map of rank 20, no sharing	converged/multi30k_screen/lowrank20
 dense, hidden 128, 1 + 1 layers, FFN 76	converged/multi30k_screen/transformer_h128_shallow
 dense, hidden 64, 1 + 1 layers, FFN 730	converged/multi30k_screen/transformer_h64_shallow
 dense, hidden 96, FFN 313	converged/multi30k/transformer_n2_params_lr008
+dense, PHM n=4's size, pre-norm	converged/multi30k_screen/transformer_equal_params_prenorm
 POINTS
     .venv/bin/python -m phm_experiments.report.frontier --out results/frontier_multi30k \
       --title "Multi30k en-de, demo size: BLEU against parameters without embeddings, the dense frontier (hidden 64-128, FFN 4x) and the PHM-family models" \
