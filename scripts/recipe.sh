@@ -61,16 +61,16 @@ case ${1:-start} in
   queue) queue ;;
   report)
     have() { compgen -G "$RUNS/$1/seed*/result.json" > /dev/null; }  # a run with a record
+    collect() { # FOLDER OUT TITLE: phm-collect the runs below RUNS/FOLDER, where any has a record
+      compgen -G "$RUNS/$1/*/seed*/result.json" > /dev/null || return 0
+      .venv/bin/phm-collect "$RUNS/$1" --out "$2" --title "$3"
+    }
     .venv/bin/phm-collect $RUNS/converged/multi30k_recipe --out results/converged_multi30k_recipe \
       --title "Multi30k en-de, the training-recipe screen (PHM at the demo size; seed 1, the leading options and the dense twin on 3): BLEU on test2016, chosen on valid"
-    if compgen -G "$RUNS/converged/multi30k_iwslt_lr_check/*/seed*/result.json" > /dev/null; then
-      .venv/bin/phm-collect $RUNS/converged/multi30k_iwslt_lr_check --out results/converged_multi30k_iwslt_lr_check \
-        --title "Multi30k en-de, the recipe check at the iwslt size (8 epochs, seed 1): BLEU on test2016, chosen on valid"
-    fi
-    if compgen -G "$RUNS/converged/multi30k_screen_lr_check/*/seed*/result.json" > /dev/null; then
-      .venv/bin/phm-collect $RUNS/converged/multi30k_screen_lr_check --out results/converged_multi30k_screen_lr_check \
-        --title "Multi30k en-de, the frontier screen's lr check (8 epochs, seed 1; lr 0.008 from each option's converged run): BLEU on test2016, chosen on valid"
-    fi
+    collect converged/multi30k_iwslt_lr_check results/converged_multi30k_iwslt_lr_check \
+      "Multi30k en-de, the recipe check at the iwslt size (8 epochs, seed 1): BLEU on test2016, chosen on valid"
+    collect converged/multi30k_screen_lr_check results/converged_multi30k_screen_lr_check \
+      "Multi30k en-de, the frontier screen's lr check (8 epochs, seed 1; lr 0.008 from each option's converged run): BLEU on test2016, chosen on valid"
     if compgen -G "$RUNS/converged/multi30k_iwslt/transformer/seed*/result.json" > /dev/null; then
       .venv/bin/phm-collect $RUNS/converged/multi30k_iwslt --out results/converged_multi30k_iwslt \
         --title "Multi30k en-de trained to convergence at the iwslt size (hidden 256): BLEU on test2016"
