@@ -77,7 +77,15 @@ def _plugin_version() -> str:
         return re.search(r'^__version__ = "([^"]+)"$', source, re.M).group(1)
 
 
-def environment(device: str = "cpu", command=None) -> dict:
+def code_state() -> dict:
+    """The checkout's code as a record names it: its commit, and its diff where the tree differs."""
+    commit = git_commit()
+    return {"git_commit": commit, "git_diff": git_diff() if commit.endswith("+uncommitted") else None}
+
+
+def environment(device: str = "cpu", command=None, code=None) -> dict:
+    """What made a record. ``code``: the checkout's code_state() taken when the work started (a clone
+    pulled while a run trains must not lend the run its new commit); now when not given."""
     try:
         import fairseq
 
@@ -89,12 +97,10 @@ def environment(device: str = "cpu", command=None) -> dict:
     from .commands import environment as commands_environment
     from .kernels import kernel_environment
 
-    commit = git_commit()
     return {
         "date": datetime.datetime.now().isoformat(timespec="seconds"),
         "command": command or invocation(),
-        "git_commit": commit,
-        "git_diff": git_diff() if commit.endswith("+uncommitted") else None,
+        **(code or code_state()),
         "python": platform.python_version(),
         "torch": torch.__version__,
         "fairseq": fairseq_version,

@@ -12,7 +12,7 @@ from pathlib import Path
 from . import data, eval_losses, evaluation, training
 from .checks import check_model
 from .commands import CommandFailed
-from .provenance import environment  # at load, as results: a queue started before an edit of both kept its own pair
+from .provenance import code_state, environment  # at load, as results: a queue edited under keeps its own pair
 from .results import Environment, ModuleParameters, Parameters, Result, Teacher, portable_path
 from .resume import (
     previous_result,
@@ -63,6 +63,7 @@ def done_already(run: Run) -> Result | None:
 
 def carry_out(run: Run, force: bool) -> Result:
     """One run, step by step; what its folder shows done already is not done again."""
+    code = code_state()  # the code the run starts from, whatever the checkout becomes while it trains
     if force:
         removed = run.folder.clean(also=[Path(run.fill(run.config.init.checkpoint))] if run.config.init else [])
         if removed:
@@ -81,7 +82,7 @@ def carry_out(run: Run, force: bool) -> Result:
         check_model(run.config, run.fields)
     trained = training.trained_already(run, previous) if same_training else training.train(run)
     evaluated = evaluation.evaluate(run, trained.init)
-    result = record(run, prepared, trained, evaluated)
+    result = record(run, prepared, trained, evaluated, code)
     result.write(run.folder.result)
     run.say(f"{evaluated.summary()} -> {run.folder.result}")
     return result
@@ -96,8 +97,9 @@ def measure_eval_losses(run: Run) -> None:
         run.say(f"losses with dropout off not measured ({error}); python -m phm_experiments.eval_losses measures it")
 
 
-def record(run: Run, prepared, trained: training.Trained, evaluated: evaluation.Evaluated) -> Result:
-    """The run's result.json: the steps' records, with the trained model's parameter counts and the environment."""
+def record(run: Run, prepared, trained: training.Trained, evaluated: evaluation.Evaluated, code: dict) -> Result:
+    """The run's result.json: the steps' records, with the trained model's parameter counts and the
+    environment; ``code``: provenance.code_state() as the run started."""
     config = run.config
     return Result(
         config=portable_path(config.path),
@@ -108,7 +110,7 @@ def record(run: Run, prepared, trained: training.Trained, evaluated: evaluation.
         arch=config.arch,
         prepare_command=prepared,
         parameters=count_parameters_of(run.folder.best, config.count_module),
-        environment=Environment(**environment()),
+        environment=Environment(**environment(code=code)),
         fingerprint=run.fingerprint.sha256,
         config_values=config.values,
         teacher=teacher_record(run.teacher) if run.teacher else None,

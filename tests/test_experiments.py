@@ -15,7 +15,7 @@ import yaml
 from conftest import TRAIN_COMMAND, copy_task_files, run_main, slow, tiny_config
 from pydantic import TypeAdapter, ValidationError
 
-from phm_experiments import commands
+from phm_experiments import commands, provenance, training
 from phm_experiments.cli import collect as phm_collect
 from phm_experiments.cli import run as phm_run
 from phm_experiments.config import load_config
@@ -311,6 +311,22 @@ def test_a_crash_at_exit_after_the_final_checkpoint_keeps_the_training(kit, tmp_
     assert crash.returncode == -6 and "terminate called without an active exception" in crash.stderr_tail
     assert result.training.updates == 20 and result.evaluation.examples == 30
     assert Result.read(run_directory(config, tmp_path / "runs", 1) / "result.json") == result
+
+
+def test_a_record_names_the_code_its_run_started_from_not_a_commit_pulled_while_it_trained(kit, tmp_path, monkeypatch):
+    checkout = {"commit": "1111111"}
+    monkeypatch.setattr(provenance, "git_commit", lambda ignore=(): checkout["commit"])
+    train = training.train
+
+    def train_then_pull(run):
+        trained = train(run)
+        checkout["commit"] = "2222222"  # the run's clone pulled while it trained
+        return trained
+
+    monkeypatch.setattr(training, "train", train_then_pull)
+    config = write_config(kit, "pulled.yaml", "extends: _base.yaml\ntrain: {arch: transformer_twin_demo}\n")
+    result = Runner(tmp_path / "runs").run(load_config(config))
+    assert checkout["commit"] == "2222222" and result.environment.git_commit == "1111111"
 
 
 def test_a_training_that_dies_before_done_training_is_a_failure(kit, tmp_path, monkeypatch, capsys):
