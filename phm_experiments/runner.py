@@ -12,7 +12,7 @@ from pathlib import Path
 from . import data, eval_losses, evaluation, training
 from .checks import check_model
 from .commands import CommandFailed
-from .provenance import code_state, environment  # at load, as results: a queue edited under keeps its own pair
+from .provenance import code_state, environment  # at load, like results: a queue started before an edit keeps its pair
 from .results import Environment, ModuleParameters, Parameters, Result, Teacher, portable_path
 from .resume import (
     previous_result,
@@ -63,7 +63,6 @@ def done_already(run: Run) -> Result | None:
 
 def carry_out(run: Run, force: bool) -> Result:
     """One run, step by step; what its folder shows done already is not done again."""
-    code = code_state()  # the code the run starts from, whatever the checkout becomes while it trains
     if force:
         removed = run.folder.clean(also=[Path(run.fill(run.config.init.checkpoint))] if run.config.init else [])
         if removed:
@@ -71,6 +70,7 @@ def carry_out(run: Run, force: bool) -> Result:
     finished = done_already(run)  # by another phm-run since _run looked, without the lock
     if finished:
         return finished
+    code = code_state()  # the code the run starts from, whatever the checkout becomes while it trains
     previous = previous_result(run)
     same_training = previous is not None and previous.fingerprint == run.fingerprint.sha256
     if same_training:
