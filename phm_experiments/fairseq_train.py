@@ -10,8 +10,17 @@ instead of the best so far. A run resumed every few epochs (phm-run across sessi
 later than the same run uninterrupted, or never. Here every checkpoint also carries that count
 (extra_state["should_stop_early"]), and a resumed training starts from the count of the checkpoint
 it resumes, so that it stops exactly where an uninterrupted one does.
+
+fairseq also groups the sentences into batches once per process, with the seed of the epoch the
+process starts at (``FairseqTask.get_batch_iterator``: ``numpy_seed(seed + epoch)`` breaks the ties
+between sentences of equal length), then keeps those batches for every later epoch and only shuffles
+their order. A training resumed at epoch e would train on other batches than the uninterrupted one
+from epoch e on: the same seed would give other bits. Here the batches are always those of epoch 1
+(``batches_of_the_first_epoch``), as the uninterrupted training makes them.
 """
 
+import functools
+import inspect
 import logging
 import os
 import sys
@@ -37,6 +46,41 @@ def early_stopping_state(checkpoint: Path):
         return None
     saved = (state.get("extra_state") or {}).get(EXTRA_STATE_KEY)
     return dict(saved) if saved and saved.get("best") is not None else None
+
+
+def batches_of_the_first_epoch() -> None:
+    """Makes fairseq's training batches, where one iterator serves every epoch, those of epoch 1 whatever
+    epoch a process starts at (see the module's docstring). Iterators that fairseq makes anew each epoch
+    (sharded data, --update-epoch-batch-itr, --rebuild-batches) already take that epoch's seed either way."""
+    from fairseq.tasks import FairseqTask
+
+    get_batch_iterator = FairseqTask.get_batch_iterator
+    if getattr(get_batch_iterator, "first_epochs_batches", False):
+        return
+    signature = inspect.signature(get_batch_iterator)
+
+    @functools.wraps(get_batch_iterator)
+    def with_the_first_epochs_batches(task, *args, **kwargs):
+        call = signature.bind(task, *args, **kwargs)
+        call.apply_defaults()
+        options = call.arguments
+        epoch, dataset = options["epoch"], options["dataset"]
+        made_once = (
+            not options["disable_iterator_cache"]
+            and not options["update_epoch_batch_itr"]
+            and not getattr(task.cfg, "rebuild_batches", False)
+            and task.can_reuse_epoch_itr(dataset)
+        )
+        if epoch <= 1 or not made_once or dataset in task.dataset_to_epoch_iter:
+            return get_batch_iterator(*call.args, **call.kwargs)
+        options["epoch"] = 1
+        iterator = get_batch_iterator(*call.args, **call.kwargs)
+        iterator.epoch = epoch  # where it goes on (a checkpoint's iterator state sets it again)
+        dataset.set_epoch(epoch)
+        return iterator
+
+    with_the_first_epochs_batches.first_epochs_batches = True
+    FairseqTask.get_batch_iterator = with_the_first_epochs_batches
 
 
 # how phm-run starts it (commands.environment puts the run's interpreter first on PATH)
@@ -94,6 +138,7 @@ def main(argv=None) -> None:
     from . import cpu_half_precision
 
     cpu_half_precision.install()  # (changes nothing where there is CUDA)
+    batches_of_the_first_epoch()
     state = early_stopping_state(save_dir(argv) / LAST)
     if state is not None:  # resuming: count on from where the checkpoint stopped counting
         train.should_stop_early.best = state["best"]

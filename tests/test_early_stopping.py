@@ -1,6 +1,7 @@
-"""Training to convergence with phm-run on a tiny copy task: fairseq's --patience, exact across a
-resume (phm_experiments.fairseq_train), and the average of the last epoch checkpoints."""
+"""Training to convergence with phm-run on a tiny copy task: fairseq's --patience and its batches, exact
+across a resume (phm_experiments.fairseq_train), and the average of the last epoch checkpoints."""
 
+import os
 import sys
 
 import pytest
@@ -13,6 +14,7 @@ from phm_experiments.averaging import AveragingError, average_checkpoints, last_
 from phm_experiments.cli import collect as phm_collect
 from phm_experiments.cli import run as phm_run
 from phm_experiments.fairseq_train import early_stopping_state, training_arguments
+from phm_experiments.kernels import pinned_environment
 from phm_experiments.logs import TrainingLog
 from phm_experiments.results import Result
 
@@ -49,16 +51,12 @@ def training_options(data_bin, save_dir, max_epoch) -> list:
 
 
 def launch(*args):
+    """The training launcher, its kernels pinned as phm-run pins them: the same bits in every process."""
     import phm_fairseq
 
-    return run_command(
-        sys.executable,
-        "-m",
-        "phm_experiments.fairseq_train",
-        *args,
-        "--user-dir",
-        phm_fairseq.__path__[0],
-    )
+    module = ("-m", "phm_experiments.fairseq_train")
+    env = {**os.environ, **pinned_environment(1)}
+    return run_command(sys.executable, *module, *args, "--user-dir", phm_fairseq.__path__[0], env=env)
 
 
 def validations(output: str) -> dict:
@@ -89,8 +87,9 @@ def test_patience_stops_the_training_before_max_epoch(uninterrupted):
 def test_a_resumed_training_counts_on_from_its_checkpoint(data, uninterrupted, tmp_path):
     """Interrupted one validation after the best (the patience count at 1) and resumed: fairseq alone
     would count again from the resumed epoch's score, so it could stop PATIENCE validations after the
-    resume at the earliest; resumed by the launcher, the training stops PATIENCE validations after
-    the best of both processes, as an uninterrupted training does."""
+    resume at the earliest, and would train the later epochs on other batches; resumed by the launcher,
+    the training stops PATIENCE validations after the best of both processes, with the parameters of
+    the uninterrupted training, to the bit."""
     log = uninterrupted["log"]
     best = log.best_epoch("loss", maximize=False)
     first = launch(*training_options(data["bin"], tmp_path, best + 1))
@@ -105,6 +104,10 @@ def test_a_resumed_training_counts_on_from_its_checkpoint(data, uninterrupted, t
     history |= resumed.validations("loss")
     overall_best = min(history, key=lambda epoch: (history[epoch], epoch))
     assert max(history) == overall_best + PATIENCE < 40
+    assert history == log.validations("loss")
+    uninterrupted_last = torch.load(uninterrupted["dir"] / "checkpoint_last.pt", weights_only=True)["model"]
+    resumed_last = torch.load(tmp_path / "checkpoint_last.pt", weights_only=True)["model"]
+    assert [name for name, value in resumed_last.items() if not torch.equal(value, uninterrupted_last[name])] == []
 
 
 def test_average_of_checkpoints_is_the_mean_of_their_weights(uninterrupted, tmp_path):
