@@ -1,11 +1,12 @@
 """What an earlier phm-run left in a run's folder, read before anything runs: its record, and checkpoints
-to resume from, refuse (another config trained them) or repair (a stop cut checkpoint_last.pt).
+to resume from, refuse (another config or other code trained them) or repair (a stop cut checkpoint_last.pt).
 
 fairseq writes each checkpoint whole (to a temporary file, then renamed), but copies it to
 checkpoint_best.pt and checkpoint_last.pt: a training stopped during that copy leaves a cut
 checkpoint_last.pt, which the newest whole checkpoint beside it (the one being copied) replaces.
 """
 
+import json
 import shutil
 from pathlib import Path
 
@@ -85,6 +86,33 @@ def refuse_checkpoints_of_another_config(run) -> None:
         raise RunError(
             f"{checkpoints} were trained with another config than {run.config.path} has now:\n{changes}\n{remedy}"
         )
+
+
+def keep_the_code_of_the_training(run, code: dict) -> None:
+    """A record names the one code state its training ran (provenance.code_state()): the first process of a
+    training writes it to checkpoints/code.json, and checkpoints that other code trained are refused rather
+    than resumed. Checkpoints from before code.json existed resume as they did."""
+    path = run.folder.code
+    if run.folder.last.exists():
+        if not path.exists():
+            return
+        trained = json.loads(path.read_text(encoding="utf-8"))
+        if trained != code:
+            raise RunError(
+                f"{run.folder.checkpoints} were trained from commit {_described(trained)}, and the checkout is at "
+                f"{_described(code)} now: resumed, the record would name code that did not train its first "
+                f"updates. Resume from that commit (git checkout {trained['git_commit'].removesuffix('+uncommitted')}"
+                f"{', with the diff in ' + str(path) if trained.get('git_diff') else ''}), or run it again with "
+                "--force to train it anew from this checkout"
+            )
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(code, indent=2) + "\n", encoding="utf-8")
+
+
+def _described(code: dict) -> str:
+    commit = code["git_commit"]
+    return f"{commit.removesuffix('+uncommitted')} with uncommitted changes" if code.get("git_diff") else commit
 
 
 def restore_cut_last_checkpoint(run) -> None:

@@ -3,6 +3,7 @@
 
     RUNS/<config path under configs/, without .yaml>/seed<S>/
         checkpoints/                  fairseq-train's checkpoints, and fingerprint.json (fingerprint.py)
+        checkpoints/code.json         the code (commit, diff) the training started from (resume.py)
         checkpoints/checkpoint_avg_lastN.pt   the average of the last N epoch checkpoints (evaluate.average_last)
         prepare.log, init.log, train.log, evaluate.log   every command with its output
         hypotheses.txt                the evaluated translations (hypotheses.epochN.txt for evaluate.epochs,
@@ -37,6 +38,7 @@ STEP_LOGS = ("init", "train", "evaluate", "eval_losses")  # and prepare.log, whi
 RESULT = "result.json"
 EVAL_LOSSES = "eval_losses.json"  # the losses with dropout off (eval_losses.py), measured after the record
 LOCK = ".phm-run.lock"
+CODE = "code.json"
 
 
 def matching(template: str, fill: str = r"\d+") -> str:
@@ -50,9 +52,11 @@ CHECKPOINT = rf"(?:checkpoint(\d+|_\d+_\d+|_best|_last|\.best_.+)\.pt|{matching(
 # what fairseq-train saves whole and can resume from: epoch, mid-epoch and best checkpoints (not an average)
 RESUMABLE = re.compile(r"checkpoint(\d+|_\d+_\d+|_best)\.pt")
 # what --force removes, by exact names: in checkpoints/, the checkpoints, what a stop cut of one while it was
-# written (fairseq's NAME.tmp, phm-run's .NAME.partial) and the fingerprint; in the run's folder, the record,
-# the logs of the steps, the losses with dropout off and the hypotheses
-MADE_IN_CHECKPOINTS = re.compile(rf"{CHECKPOINT}(\.tmp)?|\.{CHECKPOINT}\.partial|{re.escape(FINGERPRINT)}")
+# written (fairseq's NAME.tmp, phm-run's .NAME.partial), the fingerprint and the code; in the run's folder, the
+# record, the logs of the steps, the losses with dropout off and the hypotheses
+MADE_IN_CHECKPOINTS = re.compile(
+    rf"{CHECKPOINT}(\.tmp)?|\.{CHECKPOINT}\.partial|{re.escape(FINGERPRINT)}|{re.escape(CODE)}"
+)
 MADE_IN_FOLDER = re.compile(
     rf"{re.escape(RESULT)}|{re.escape(EVAL_LOSSES)}|({'|'.join(STEP_LOGS)})\.log|"
     + matching(HYPOTHESES, rf"(\.epoch\d+|\.{matching(AVERAGE)})?")
@@ -87,6 +91,10 @@ class RunFolder:
     @property
     def last(self) -> Path:
         return self.checkpoints / LAST
+
+    @property
+    def code(self) -> Path:
+        return self.checkpoints / CODE
 
     def epoch(self, epoch: int) -> Path:
         return self.checkpoints / EPOCH.format(epoch)

@@ -15,6 +15,7 @@ from .commands import CommandFailed
 from .provenance import code_state, environment  # at load, like results: a queue started before an edit keeps its pair
 from .results import Environment, ModuleParameters, Parameters, Result, Teacher, portable_path
 from .resume import (
+    keep_the_code_of_the_training,
     previous_result,
     refuse_checkpoints_of_another_config,
     refuse_record_without_checkpoints,
@@ -76,6 +77,8 @@ def carry_out(run: Run, force: bool) -> Result:
     if same_training:
         refuse_record_without_checkpoints(run, previous)
     refuse_checkpoints_of_another_config(run)
+    if not same_training:
+        keep_the_code_of_the_training(run, code)
     run.folder.path.mkdir(parents=True, exist_ok=True)
     prepared = data.prepare(run)
     if prepared:  # the configs were checked before their data was there: the model is checked against it now

@@ -15,7 +15,7 @@ import yaml
 from conftest import TRAIN_COMMAND, copy_task_files, run_main, slow, tiny_config
 from pydantic import TypeAdapter, ValidationError
 
-from phm_experiments import commands, provenance, training
+from phm_experiments import commands, provenance, runner, training
 from phm_experiments.cli import collect as phm_collect
 from phm_experiments.cli import run as phm_run
 from phm_experiments.config import load_config
@@ -327,6 +327,25 @@ def test_a_record_names_the_code_its_run_started_from_not_a_commit_pulled_while_
     config = write_config(kit, "pulled.yaml", "extends: _base.yaml\ntrain: {arch: transformer_twin_demo}\n")
     result = Runner(tmp_path / "runs").run(load_config(config))
     assert checkout["commit"] == "2222222" and result.environment.git_commit == "1111111"
+    run_dir = run_directory(config, tmp_path / "runs", 1)
+    assert json.loads((run_dir / "checkpoints" / "code.json").read_text())["git_commit"] == "1111111"
+
+
+def test_checkpoints_that_other_code_trained_are_not_resumed(kit, tmp_path, monkeypatch, capsys):
+    """A resume after a pull would name the new commit for updates the old one trained: refused, with the commit
+    to check out, before anything runs."""
+    shutil.copytree(kit["root"] / "configs", tmp_path / "configs")
+    run_dir = tmp_path / "runs" / "kit" / "teacher" / "seed1"
+    shutil.copytree(kit["teacher"], run_dir)
+    (run_dir / "result.json").unlink()  # the training to go on, from its checkpoint_last.pt
+    code = {"git_commit": "1111111+uncommitted", "git_diff": "diff --git a/x b/x"}
+    (run_dir / "checkpoints" / "code.json").write_text(json.dumps(code))
+    monkeypatch.setattr(runner, "code_state", lambda: {"git_commit": "2222222", "git_diff": None})
+    config = tmp_path / "configs" / "kit" / "teacher.yaml"
+    err = phm_run_fails(capsys, config, "--runs-dir", tmp_path / "runs")
+    assert "trained from commit 1111111 with uncommitted changes, and the checkout is at 2222222 now" in err
+    assert "git checkout 1111111, with the diff in" in err and "--force" in err
+    assert json.loads((run_dir / "checkpoints" / "code.json").read_text()) == code  # nothing trained or written
 
 
 def test_a_training_that_dies_before_done_training_is_a_failure(kit, tmp_path, monkeypatch, capsys):
