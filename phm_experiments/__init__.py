@@ -11,10 +11,11 @@ and the extra `pip install -e .[experiments]` (pyyaml, matplotlib).
 - fingerprint.py: the config values a run's checkpoints were trained with
 - run_folder.py: a run's folder: the name of each of its files, its lock, what --force removes
 - run.py: one run (config, folder, placeholders, teacher), which every step takes
-- resume.py: what an earlier phm-run left: its record, checkpoints to resume, refuse or repair
+- resume.py: what an earlier phm-run left: its record, checkpoints to resume, refuse (another config or
+  other code trained them) or repair
 - data.py, training.py, evaluation.py: the steps (prepare; distill, init, fairseq-train; scores)
 - runner.py: the steps in order, teachers first -> result.json
-- fairseq_train.py: fairseq-train with early stopping that survives a resume
+- fairseq_train.py: fairseq-train with early stopping and batches that survive a resume
 - averaging.py: the average of the last epoch checkpoints
 - provenance.py: versions, machine and commit stored beside every figure
 - distill.py: sequence-level distillation data from a teacher run
