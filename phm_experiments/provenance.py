@@ -30,9 +30,10 @@ def _git(*args) -> str:
     return subprocess.run(["git", *args], capture_output=True, text=True, cwd=PACKAGE_ROOT, check=True).stdout
 
 
-# run records are data that runs write, not code: a queue retraining a record beside this run (phm-run
-# --force removes the old one) leaves the code as committed
-RECORDS = ("results/runs",)
+# run records and benchmark reports are data that runs write, not code: a queue retraining a record beside
+# this run (phm-run --force removes the old one), or `make bench` writing one report before timing the
+# next, leaves the code as committed
+RECORDS = ("results/runs", "benchmarks/results")
 
 
 def _tracked_code(ignore: tuple = ()) -> list:

@@ -65,7 +65,8 @@ def test_a_record_of_an_uncommitted_tree_keeps_its_diff(monkeypatch):
 
 
 def test_a_record_written_or_removed_beside_a_run_leaves_its_code_committed(tmp_path, monkeypatch):
-    # a queue beside the run retrains another record (phm-run --force removes the old one first)
+    # a queue beside the run retrains another record (phm-run --force removes the old one first); make
+    # bench writes one report before it times the next
     def git(*args):
         subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", *args], cwd=tmp_path, check=True,
                        capture_output=True)  # fmt: skip
@@ -74,10 +75,13 @@ def test_a_record_written_or_removed_beside_a_run_leaves_its_code_committed(tmp_
     (tmp_path / "code.py").write_text("x = 1\n")
     (tmp_path / "results" / "runs" / "a").mkdir(parents=True)
     (tmp_path / "results" / "runs" / "a" / "result.json").write_text("{}\n")
+    (tmp_path / "benchmarks" / "results").mkdir(parents=True)
+    (tmp_path / "benchmarks" / "results" / "linear_cpu.json").write_text("{}\n")
     git("add", ".")
     git("commit", "-qm", "start")
     monkeypatch.setattr(provenance, "PACKAGE_ROOT", tmp_path)
     (tmp_path / "results" / "runs" / "a" / "result.json").unlink()
+    (tmp_path / "benchmarks" / "results" / "linear_cpu.json").write_text('{"rows": []}\n')
     assert not provenance.git_commit().endswith("+uncommitted") and provenance.git_diff() is None
     (tmp_path / "code.py").write_text("x = 2\n")
     assert provenance.git_commit().endswith("+uncommitted")
