@@ -6,6 +6,7 @@ import csv
 import json
 import subprocess
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -88,6 +89,23 @@ def test_every_eval_losses_record_traces_to_main():
         found = trace(Environment(**json.loads(file.read_text())["environment"]), file.parent)
         if found.state != TRACED:
             untraced.append(f"{file.parent.relative_to(RUNS)}: {found.why}")
+    assert not untraced, "\n".join(untraced)
+
+
+def test_every_benchmark_report_traces_to_main():
+    """The benchmark reports that README and docs quote were made from main's commits too: each names a
+    commit in main's history, with a clean tree or the diff it ran with (the GPU run's report.json names
+    its machine's commit)."""
+    checkout = checkout_of(REPO)
+    if checkout is None or checkout.shallow:
+        pytest.skip("no full git history to trace the reports' commits in")
+    untraced = []
+    for file in sorted((REPO / "benchmarks/results").rglob("*.json")):
+        report = json.loads(file.read_text())
+        code = report["environment"] if "environment" in report else {"git_commit": report["machine"]["git_commit"]}
+        found = trace(SimpleNamespace(git_commit=code["git_commit"], git_diff=code.get("git_diff")), file.parent)
+        if found.state != TRACED:
+            untraced.append(f"{file.relative_to(REPO)} ({code['git_commit']}): {found.why}")
     assert not untraced, "\n".join(untraced)
 
 
