@@ -211,6 +211,10 @@ class Result(Record):
     distillation: Optional[Distillation] = None
     init: Optional[Init] = None
     averaged_evaluation: Optional[Evaluation] = None  # evaluate.average_last
+    # where a later phm-run evaluated again a model that an earlier one trained (the same fingerprint; its
+    # config's evaluation changed): ``environment`` stays the training's, this is the evaluation's. None: the
+    # training's own phm-run evaluated it (and records written before this field)
+    evaluated_in: Optional[Environment] = None
     schema_version: int = SCHEMA_VERSION
 
     def write(self, path: Path) -> None:

@@ -8,6 +8,7 @@ its lock are run_folder.py's; each step takes the run (run.py): its config, fold
 """
 
 from pathlib import Path
+from typing import Optional
 
 from . import data, eval_losses, evaluation, training
 from .checks import check_model
@@ -85,7 +86,7 @@ def carry_out(run: Run, force: bool) -> Result:
         check_model(run.config, run.fields)
     trained = training.trained_already(run, previous) if same_training else training.train(run)
     evaluated = evaluation.evaluate(run, trained.init)
-    result = record(run, prepared, trained, evaluated, code)
+    result = record(run, prepared, trained, evaluated, code, trained_in=previous.environment if same_training else None)
     result.write(run.folder.result)
     run.say(f"{evaluated.summary()} -> {run.folder.result}")
     return result
@@ -100,10 +101,14 @@ def measure_eval_losses(run: Run) -> None:
         run.say(f"losses with dropout off not measured ({error}); python -m phm_experiments.eval_losses measures it")
 
 
-def record(run: Run, prepared, trained: training.Trained, evaluated: evaluation.Evaluated, code: dict) -> Result:
+def record(run: Run, prepared, trained: training.Trained, evaluated: evaluation.Evaluated, code: dict,
+           trained_in: Optional[Environment] = None) -> Result:  # fmt: skip
     """The run's result.json: the steps' records, with the trained model's parameter counts and the
-    environment; ``code``: provenance.code_state() as the run started."""
+    environment; ``code``: provenance.code_state() as the run started. ``trained_in``: the environment of
+    the earlier record whose training this run only evaluated again, which the record keeps as its own (the
+    commit, machine and kernels that trained it), with this run's as ``evaluated_in``."""
     config = run.config
+    here = Environment(**environment(code=code))
     return Result(
         config=portable_path(config.path),
         config_sha256=config.sha256,
@@ -113,7 +118,8 @@ def record(run: Run, prepared, trained: training.Trained, evaluated: evaluation.
         arch=config.arch,
         prepare_command=prepared,
         parameters=count_parameters_of(run.folder.best, config.count_module),
-        environment=Environment(**environment(code=code)),
+        environment=trained_in or here,
+        evaluated_in=here if trained_in else None,
         fingerprint=run.fingerprint.sha256,
         config_values=config.values,
         teacher=teacher_record(run.teacher) if run.teacher else None,

@@ -222,7 +222,7 @@ def test_a_folder_without_configs_is_an_error(tmp_path, capsys):
 # --- fingerprints and --force --------------------------------------------------------------------
 
 
-def test_checkpoints_of_another_config_are_refused_and_force_starts_clean(kit, tmp_path, capsys):
+def test_checkpoints_of_another_config_are_refused_and_force_starts_clean(kit, tmp_path, monkeypatch, capsys):
     # a copy of the finished teacher run and its configs, so that the other tests keep theirs
     shutil.copytree(kit["root"] / "configs", tmp_path / "configs")
     shutil.copytree(kit["teacher"], tmp_path / "runs" / "kit" / "teacher" / "seed1")
@@ -238,13 +238,18 @@ def test_checkpoints_of_another_config_are_refused_and_force_starts_clean(kit, t
     assert "train.arch: transformer_twin_demo -> phm_transformer_demo" in err and "train.phm-n: (not set) -> 2" in err
     assert (run_dir / "train.log").read_text() == train_log  # nothing trained, nothing removed
 
-    # an evaluation-only change re-evaluates the trained model
+    # an evaluation-only change re-evaluates the trained model, from other code here: the record keeps the
+    # environment that trained it and adds the one that evaluated it
+    trained_in = Result.read(run_dir / "result.json").environment
+    monkeypatch.setattr(runner, "code_state", lambda: {"git_commit": "2222222", "git_diff": None})
     config.write_text("extends: _base.yaml\ntrain: {arch: transformer_twin_demo}\nevaluate: {generate: {beam: 3}}\n")
     phm_run.main([str(config), "--runs-dir", str(runs)])
     out = capsys.readouterr().out
     assert "trained already" in out and f"$ {TRAIN_COMMAND}" not in out
     result = Result.read(run_dir / "result.json")
     assert "--beam 3" in result.evaluation.command and (run_dir / "train.log").read_text() == train_log
+    assert result.environment == trained_in and result.evaluated_in.git_commit == "2222222"
+    monkeypatch.undo()
 
     # --force trains the new config from scratch: no resumed checkpoint, no update past max-update
     config.write_text("extends: _base.yaml\ntrain: {arch: transformer_twin_demo, lr: 0.01}\n")

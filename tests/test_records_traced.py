@@ -20,6 +20,7 @@ from phm_experiments.report.trace import (
     Trace,
     checkout_of,
     trace,
+    trace_record,
 )
 from phm_experiments.results import Environment, Result
 
@@ -47,8 +48,8 @@ def traces() -> dict[str, tuple]:
         pytest.skip("a shallow clone: its history may lack the records' commits (git fetch --unshallow)")
     found = {}
     for file in sorted(RUNS.rglob("result.json")):
-        environment = Result.read(file).environment
-        found[str(file.parent.relative_to(RUNS))] = (environment.git_commit, trace(environment, file.parent))
+        result = Result.read(file)
+        found[str(file.parent.relative_to(RUNS))] = (result.environment.git_commit, trace_record(result, file.parent))
     return found
 
 
@@ -162,6 +163,18 @@ def test_a_commit_beside_the_history_does_not_trace(checkout):
     git(checkout, "checkout", "-q", head)
     found = trace(Result.from_dict(record_with(beside)).environment, checkout)
     assert found == Trace(UNTRACED, "commit not in the history of HEAD")
+
+
+def test_a_record_evaluated_again_traces_to_both_codes(checkout):
+    """A record that a later phm-run evaluated again names the training's code and the evaluation's: both
+    must trace."""
+    head = git(checkout, "rev-parse", "--short", "HEAD")
+    record = record_with(head)
+    record["evaluated_in"] = {**record["environment"], "git_commit": head}
+    assert trace_record(Result.from_dict(record), checkout).state == TRACED
+    record["evaluated_in"]["git_commit"] = "0000000"
+    found = trace_record(Result.from_dict(record), checkout)
+    assert found == Trace(UNTRACED, "evaluated again from: commit not in the repository")
 
 
 def test_without_history_to_check_against_the_trace_is_unknown(checkout, tmp_path_factory):

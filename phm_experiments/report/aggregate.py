@@ -10,7 +10,7 @@ from typing import Optional
 
 from ..fingerprint import differences
 from ..results import Evaluation, Result
-from .trace import TRACED, UNKNOWN, UNTRACED, Trace, trace
+from .trace import TRACED, UNKNOWN, UNTRACED, Trace, trace_record
 
 
 class ReportError(RuntimeError):
@@ -97,7 +97,7 @@ def load_results(root: Path) -> list[Entry]:
     entries = []
     for file in sorted(root.rglob("result.json")):
         result = Result.read(file)
-        traced = trace(result.environment, file.parent)
+        traced = trace_record(result, file.parent)
         config_dir = file.parent.parent.relative_to(root)  # .../<config>/seed<S>/result.json
         column = str(config_dir.parent) if str(config_dir.parent) != "." else root.name
         for evaluation in result.evaluations:

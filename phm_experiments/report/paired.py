@@ -23,7 +23,7 @@ from ..results import Result
 from . import files
 from .aggregate import ReportError
 from .plots import palette, pyplot
-from .trace import UNTRACED, trace
+from .trace import UNTRACED, trace_record
 from .width import metric_name
 
 # the three figures of a run: (key, as the tables name it)
@@ -50,7 +50,7 @@ def seed_figures(folder: Path) -> dict[int, dict]:
                 "pinned": env.kernels,  # the variables that chose the kernels (kernels.py)
             },
             "commit": env.git_commit,
-            "trace": trace(env, file.parent).state,
+            "trace": trace_record(result, file.parent).state,
         }
     return seeds
 

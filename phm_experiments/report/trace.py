@@ -83,3 +83,13 @@ def trace(environment: Environment, folder: Path) -> Trace:
     if missing:  # a shallow clone may have cut it off
         return Trace(UNKNOWN, f"the checkout's history is shallow and lacks {commit}")
     return Trace(TRACED)
+
+
+def trace_record(result, folder: Path) -> Trace:
+    """A result.json's trace: the code that trained it and, where a later phm-run evaluated it again
+    (``evaluated_in``), that run's code too."""
+    trained = trace(result.environment, folder)
+    if result.evaluated_in is None or trained.state != TRACED:
+        return trained
+    evaluated = trace(result.evaluated_in, folder)
+    return evaluated if evaluated.state == TRACED else Trace(evaluated.state, f"evaluated again from: {evaluated.why}")
