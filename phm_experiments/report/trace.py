@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
-from ..results import Environment
+from ..results import Environment, Result
 
 TRACED, UNTRACED, UNKNOWN = "traced", "untraced", "unknown"
 LIST_FILE = "results/runs/UNTRACED.txt"  # the committed records that cannot be traced, kept but marked
@@ -85,7 +85,7 @@ def trace(environment: Environment, folder: Path) -> Trace:
     return Trace(TRACED)
 
 
-def trace_record(result, folder: Path) -> Trace:
+def trace_record(result: Result, folder: Path) -> Trace:
     """A result.json's trace: the code that trained it and, where a later phm-run evaluated it again
     (``evaluated_in``), that run's code too."""
     trained = trace(result.environment, folder)
