@@ -127,6 +127,7 @@ PHM n=8, Q, K, V separate, + rank 8	converged/multi30k_screen/phm_n8_qkv_separat
 PHM n=4, Q, K, V separate, hidden 64, 7 + 7 layers	converged/multi30k_screen/phm_n4_qkv_separate_h64_deep
 PHM n=4, dense attention	converged/multi30k_screen/phm_n4_dense_attention
 PHM n=4, dense feed-forward	converged/multi30k_screen/phm_n4_dense_ffn
+PHM n=4, feed-forward only, hidden 84	converged/multi30k_screen/phm_n4_dense_attention_h84
 every map of rank 20, no sharing	converged/multi30k_screen/lowrank20
 dense, hidden 128, 1 + 1 layers, FFN 76	converged/multi30k_screen/transformer_h128_shallow
 dense, hidden 64, 1 + 1 layers, FFN 730	converged/multi30k_screen/transformer_h64_shallow
